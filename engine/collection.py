@@ -1,0 +1,389 @@
+"""The fluent layer: collections and arrangements whose methods build operators.
+
+Methods arrange and then delegate, as in differential dataflow's ``collection.rs``:
+``join`` = arrange both sides by their keys + ``Join``; ``count`` = arrange by the group
+columns + ``Reduce`` with an aggregate kernel. A collection used inside a loop body that
+belongs to an enclosing scope is entered automatically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from engine.errors import GraphError, SchemaError
+from engine.expr import Bound, Expr, col, lit
+from engine.operators.arrange import Arrange, AsCollection
+from engine.operators.base import Arranged, Operator, Scope
+from engine.operators.capture import Capture
+from engine.operators.iterate import DEFAULT_ROUND_LIMIT, Enter, Leave, LoopRegion, LoopScope, Variable
+from engine.operators.join import Join
+from engine.operators.linear import Concat, Filter, FlatMap, Map, Negate
+from engine.operators.reduce import Reduce
+from engine.operators.reduce_kernels import (
+    AggregateKernel,
+    AggregateSpec,
+    DistinctKernel,
+    GeneralKernel,
+    ReduceKernel,
+    ThresholdKernel,
+    TopKKernel,
+)
+from engine.schema import ColumnType, Schema
+from engine.trace import Layout
+
+__all__ = ["Arrangement", "Collection", "iterate"]
+
+ExprLike = Expr | str | int | float | bool
+AGGREGATES = ("count", "sum", "min", "max", "count_distinct")
+
+
+def _expr(e: ExprLike) -> Expr:
+    if isinstance(e, Expr):
+        return e
+    if isinstance(e, str):
+        return col(e)
+    return lit(e)
+
+
+def _enter_chain(op: Operator, scope: Scope) -> Operator:
+    """``op`` as seen from ``scope`` (entering every loop scope between them)."""
+    if op.scope is scope:
+        return op
+    chain: list[Scope] = []
+    s: Scope | None = scope
+    while s is not None and s is not op.scope:
+        chain.append(s)
+        s = s.parent
+    if s is None:
+        raise GraphError(f"collection {op.name!r} is not visible from scope {scope.name!r}")
+    current = op
+    for inner in reversed(chain):
+        assert isinstance(inner, LoopScope)
+        cache = _enter_cache(inner)
+        key = id(current)
+        if key not in cache:
+            cache[key] = Enter(inner, current)
+        current = cache[key]
+    return current
+
+
+def _enter_cache(scope: LoopScope) -> dict[int, Operator]:
+    cache = getattr(scope, "_entered", None)
+    if cache is None:
+        cache = {}
+        scope._entered = cache  # type: ignore[attr-defined]
+    return cache
+
+
+def _deepest(scopes: Sequence[Scope]) -> Scope:
+    return max(scopes, key=lambda s: s.depth())
+
+
+class Collection:
+    """A stream of updates to a multiset of rows with named, typed columns."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: Operator) -> None:
+        self.op = op
+
+    # -- basics -------------------------------------------------------------------------
+    @property
+    def schema(self) -> Schema:
+        return self.op.schema
+
+    @property
+    def scope(self) -> Scope:
+        return self.op.scope
+
+    @property
+    def dims(self) -> int:
+        return self.op.dims
+
+    def bind(self, e: ExprLike) -> Bound:
+        return _expr(e).bind(self.schema)
+
+    def _in(self, scope: Scope) -> Collection:
+        return Collection(_enter_chain(self.op, scope))
+
+    # -- record-at-a-time -----------------------------------------------------------------
+    def select(self, columns: Mapping[str, ExprLike] | None = None, **named: ExprLike) -> Collection:
+        """New columns computed from expressions: ``select(root="node", node="node")``."""
+        spec = dict(columns or {}, **named)
+        bound = [self.bind(e) for e in spec.values()]
+        schema = Schema.of([(name, b.type) for name, b in zip(spec, bound, strict=True)])
+        return Collection(Map(self.scope, self.op, bound, schema))
+
+    def filter(self, predicate: ExprLike) -> Collection:
+        return Collection(Filter(self.scope, self.op, self.bind(predicate)))
+
+    def flat_map(self, as_name: str, start: ExprLike, stop: ExprLike) -> Collection:
+        return Collection(FlatMap(self.scope, self.op, self.bind(start), self.bind(stop), as_name))
+
+    def concat(self, *others: Collection) -> Collection:
+        scope = _deepest([self.scope, *(o.scope for o in others)])
+        ops = [c._in(scope).op for c in (self, *others)]
+        return Collection(Concat(scope, ops))
+
+    def negate(self) -> Collection:
+        return Collection(Negate(self.scope, self.op))
+
+    def capture(self) -> Capture:
+        """Record this collection's updates (see :meth:`Capture.drain`)."""
+        return Capture(self.scope, self.op)
+
+    # -- arrangements -------------------------------------------------------------------
+    def arrange_by_key(self, keys: Sequence[str], name: str = "") -> Arrangement:
+        return Arrangement(Arrange(self.scope, self.op, self.schema.indices(keys), name))
+
+    def arrange_by_self(self, name: str = "") -> Arrangement:
+        return Arrangement(Arrange(self.scope, self.op, range(len(self.schema)), name))
+
+    # -- joins ----------------------------------------------------------------------------
+    def join(
+        self,
+        other: Collection | Arrangement,
+        on: Sequence[tuple[str, str]],
+        how: str = "inner",
+        columns: Mapping[str, ExprLike] | None = None,
+    ) -> Collection:
+        """Equi-join. ``inner``: left columns + right non-key columns, or ``columns`` with
+        expressions over ``left.x`` / ``right.x``; ``semi``/``anti``: left rows whose key is /
+        is not present on the right, with their own counts."""
+        lkeys = [l for l, _ in on]
+        rkeys = [r for _, r in on]
+        if how in ("semi", "anti"):
+            return self._semi(other, lkeys, rkeys, anti=how == "anti")
+        if how != "inner":
+            raise SchemaError(f"join how must be inner, semi or anti, not {how!r}")
+        scope = _deepest([self.scope, other.scope])
+        left = self._in(scope).arrange_by_key(lkeys)
+        right = other._arranged_by(rkeys, scope)
+        return left.join(right, columns)
+
+    def _semi(self, other: Collection | Arrangement, lkeys: list[str], rkeys: list[str], anti: bool) -> Collection:
+        scope = _deepest([self.scope, other.scope])
+        left_c = self._in(scope)
+        right_c = other.as_collection() if isinstance(other, Arrangement) else other
+        present = right_c._in(scope).select({k: k for k in rkeys}).distinct_arranged()
+        left = left_c.arrange_by_key(lkeys)
+        outputs = [(0, i) for i in range(len(left_c.schema))]
+        semi = Collection(Join(scope, left.op, present.op, outputs, left_c.schema))
+        return left_c.concat(semi.negate()) if anti else semi
+
+    def semijoin(self, other: Collection | Arrangement, on: Sequence[tuple[str, str]]) -> Collection:
+        return self.join(other, on, how="semi")
+
+    def antijoin(self, other: Collection | Arrangement, on: Sequence[tuple[str, str]]) -> Collection:
+        return self.join(other, on, how="anti")
+
+    def _arranged_by(self, keys: Sequence[str], scope: Scope) -> Arrangement:
+        return self._in(scope).arrange_by_key(keys)
+
+    # -- reductions ---------------------------------------------------------------------
+    def reduce(self, by: Sequence[str], aggregates: Mapping[str, tuple[str, ExprLike | None]]) -> Collection:
+        """Group by ``by`` and compute ``{out: (fn, expr)}`` with fn in count, sum, min, max,
+        count_distinct (``expr`` None for count)."""
+        return Collection(self.reduce_arranged(by, aggregates).op)
+
+    def reduce_arranged(self, by: Sequence[str], aggregates: Mapping[str, tuple[str, ExprLike | None]]) -> Arrangement:
+        pre: dict[str, ExprLike] = {b: b for b in by}
+        specs: list[AggregateSpec] = []
+        names: list[tuple[str, ColumnType]] = []
+        for i, (out, (fn, e)) in enumerate(aggregates.items()):
+            if fn not in AGGREGATES:
+                raise SchemaError(f"unknown aggregate {fn!r}; use one of {list(AGGREGATES)}")
+            if fn == "count" and e is None:
+                specs.append(AggregateSpec("count", None, ColumnType.INT))
+            else:
+                if e is None:
+                    raise SchemaError(f"aggregate {out!r} ({fn}) needs an expression to aggregate")
+                b = self.bind(e)
+                if fn == "sum" and not b.type.numeric:
+                    raise SchemaError(f"sum needs an int or float expression, got {b.type.value}")
+                tmp = f"__agg{i}"
+                pre[tmp] = e
+                specs.append(AggregateSpec(fn, len(pre) - len(by) - 1, b.type))
+            names.append((out, specs[-1].out_type))
+        shaped = self.select(pre)
+        arranged = shaped.arrange_by_key(list(by))
+        schema = Schema.of([*((b, shaped.schema.type_of(b)) for b in by), *names])
+        layout = Layout.by_key(len(schema), range(len(by)))
+        return Arrangement(Reduce(self.scope, arranged.op, AggregateKernel(specs), schema, layout, "reduce"))
+
+    def count(self, by: Sequence[str], name: str = "count") -> Collection:
+        return self.reduce(by, {name: ("count", None)})
+
+    def distinct(self) -> Collection:
+        return Collection(self.distinct_arranged().op)
+
+    def distinct_arranged(self) -> Arrangement:
+        return self._reduce_self(DistinctKernel(), "distinct")
+
+    def threshold(self, at_least: int) -> Collection:
+        return Collection(self._reduce_self(ThresholdKernel(at_least), "threshold").op)
+
+    def _reduce_self(self, kernel: ReduceKernel, name: str) -> Arrangement:
+        arranged = self.arrange_by_self()
+        layout = Layout.by_self(len(self.schema))
+        return Arrangement(Reduce(self.scope, arranged.op, kernel, self.schema, layout, name))
+
+    def top_k(self, by: Sequence[str], order_by: Sequence[tuple[str, bool]], k: int) -> Collection:
+        """The first ``k`` rows of each group by ``order_by`` (column, descending), ties
+        broken by the remaining columns ascending; output rows are input rows."""
+        arranged = self.arrange_by_key(by)
+        layout = arranged.op.layout
+        val_types = [self.schema.columns[i].type for i in layout.val_cols]
+        order = []
+        for name, desc in order_by:
+            idx = self.schema.index(name)
+            if idx in layout.key_cols:
+                continue  # constant within a group
+            order.append((layout.val_cols.index(idx), bool(desc)))
+        kernel = TopKKernel(k, order, val_types)
+        return Collection(Reduce(self.scope, arranged.op, kernel, self.schema, layout, "top_k"))
+
+    def reduce_with(
+        self,
+        by: Sequence[str],
+        fn: Callable[[tuple, list[tuple[tuple, int]]], list[tuple[tuple, int]]],
+        columns: Sequence[tuple[str, ColumnType | str]],
+    ) -> Collection:
+        """The slow, general path: ``fn(key, [(values, count), ...]) -> [(out, mult), ...]``
+        on storage values (ints; strings as ids; floats as bits)."""
+        arranged = self.arrange_by_key(by)
+        out_types = [ColumnType(t) for _, t in columns]
+        schema = Schema.of([*((b, self.schema.type_of(b)) for b in by), *columns])
+        layout = Layout.by_key(len(schema), range(len(by)))
+        return Collection(Reduce(self.scope, arranged.op, GeneralKernel(fn, out_types), schema, layout, "reduce_with"))
+
+    # -- iteration ----------------------------------------------------------------------
+    def iterate(
+        self, body: Callable[[Collection], Collection], max_iterations: int | None = None
+    ) -> Collection:
+        """Fixed point of ``body`` starting from this collection."""
+        return iterate({"x": self}, lambda v: {"x": body(v["x"])}, max_iterations)["x"]
+
+
+class Arrangement:
+    """A collection arranged by key; shareable by any number of joins and reductions."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: Arranged) -> None:
+        self.op = op
+
+    @property
+    def scope(self) -> Scope:
+        return self.op.scope
+
+    @property
+    def schema(self) -> Schema:
+        return self.op.schema
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [self.schema.columns[i].name for i in self.op.layout.key_cols]
+
+    def as_collection(self) -> Collection:
+        """The arranged updates as a collection: from the whole current content if the
+        arrangement already holds data (this is how a dataflow built later starts)."""
+        if self.op.scope.is_loop:
+            return Collection(self.op)  # type: ignore[arg-type]
+        return Collection(AsCollection(self.scope, self.op))
+
+    def _arranged_by(self, keys: Sequence[str], scope: Scope) -> Arrangement:
+        if self.scope is scope and self.key_columns == list(keys):
+            return self
+        return self.as_collection()._arranged_by(keys, scope)
+
+    def join(self, right: Arrangement, columns: Mapping[str, ExprLike] | None = None) -> Collection:
+        left = self
+        lschema, rschema = left.schema, right.schema
+        rkey = set(right.op.layout.key_cols)
+        if columns is None:
+            outputs = [(0, i) for i in range(len(lschema))]
+            outputs += [(1, i) for i in range(len(rschema)) if i not in rkey]
+            names = [(lschema.columns[i].name, lschema.columns[i].type) for i in range(len(lschema))]
+            names += [(rschema.columns[i].name, rschema.columns[i].type) for i in range(len(rschema)) if i not in rkey]
+            seen = [n for n, _ in names]
+            dup = sorted({n for n in seen if seen.count(n) > 1})
+            if dup:
+                raise SchemaError(
+                    f"join output would repeat column(s) {dup}; give 'columns' to name the output"
+                )
+            return Collection(Join(self.scope, left.op, right.op, outputs, Schema.of(names)))
+        outputs = [(0, i) for i in range(len(lschema))] + [(1, i) for i in range(len(rschema))]
+        qualified = Schema.of(
+            [(f"left.{c.name}", c.type) for c in lschema.columns]
+            + [(f"right.{c.name}", c.type) for c in rschema.columns]
+        )
+        joined = Collection(Join(self.scope, left.op, right.op, outputs, qualified))
+        resolved = {out: _qualify(_expr(e), lschema, rschema) for out, e in columns.items()}
+        return joined.select(resolved)
+
+    def as_of_scope(self, scope: Scope) -> Arrangement:
+        if self.scope is scope:
+            return self
+        return self.as_collection()._in(scope).arrange_by_key(self.key_columns)
+
+
+def _qualify(e: Expr, left: Schema, right: Schema) -> Expr:
+    """Rewrite bare column names in join output expressions to ``left.x`` / ``right.x``."""
+    from engine.expr import Call, Col
+
+    if isinstance(e, Col):
+        if e.name.startswith(("left.", "right.")):
+            return e
+        in_l, in_r = e.name in left.names, e.name in right.names
+        if in_l and in_r:
+            raise SchemaError(f"column {e.name!r} is on both sides of the join; write left.{e.name} or right.{e.name}")
+        if in_l:
+            return col(f"left.{e.name}")
+        if in_r:
+            return col(f"right.{e.name}")
+        return e
+    if isinstance(e, Call):
+        return Call(e.fn, tuple(_qualify(a, left, right) for a in e.args), e.to)
+    return e
+
+
+def iterate(
+    initial: Mapping[str, Collection],
+    body: Callable[[Mapping[str, Collection]], Mapping[str, Collection]],
+    max_iterations: int | None = None,
+    round_limit: int = DEFAULT_ROUND_LIMIT,
+) -> dict[str, Collection]:
+    """Mutually recursive fixed point: each variable starts as its initial collection and
+    all are replaced together by ``body(vars)`` until nothing changes (or after
+    ``max_iterations`` replacements). Returns every variable's final collection."""
+    if not initial:
+        raise SchemaError("iterate needs at least one variable")
+    parent = _deepest([c.scope for c in initial.values()])
+    dims = {c.dims for c in initial.values()}
+    if len(dims) != 1:
+        raise GraphError("iterate variables must share one time domain")
+    inner = LoopScope(parent, dims.pop() + 1, f"{parent.name}/iterate")
+    variables: dict[str, Variable] = {}
+    for name, c in initial.items():
+        enter = _enter_chain(c._in(parent).op, inner)
+        assert isinstance(enter, Enter)
+        variables[name] = Variable(inner, enter, name)
+    results = body({n: Collection(v) for n, v in variables.items()})
+    if set(results) != set(variables):
+        raise SchemaError(f"iterate body must define exactly the variables {sorted(variables)}")
+    for name, res in results.items():
+        v = variables[name]
+        r = res._in(inner)
+        if r.schema.types != v.schema.types:
+            raise SchemaError(
+                f"body of {name!r} has columns {[t.value for t in r.schema.types]}, "
+                f"its initial value {[t.value for t in v.schema.types]}"
+            )
+        v.body = r.op
+    outer_inputs = []
+    for op in inner.operators:
+        if isinstance(op, Enter) and op.outer not in outer_inputs:
+            outer_inputs.append(op.outer)
+    region = LoopRegion(parent, inner, outer_inputs, list(variables.values()), max_iterations, round_limit)
+    return {n: Collection(Leave(parent, region, v)) for n, v in variables.items()}

@@ -1,0 +1,66 @@
+"""Consolidation: sum the diffs of equal (row, time) updates and drop zeros, by sorting.
+
+Every function here works on whole arrays: a sort (``np.lexsort`` / ``np.argsort``), a
+boundary mask between neighbours, and a segmented sum (``np.add.reduceat``). No Python loop
+runs over records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.batch import UpdateBatch
+
+__all__ = ["consolidate", "group_starts", "lex_order", "segment_sums"]
+
+
+def lex_order(keys: list[np.ndarray]) -> np.ndarray:
+    """Stable permutation sorting rows by ``keys[0]``, then ``keys[1]``, ... (1-D arrays)."""
+    if not keys:
+        return np.zeros(0, dtype=np.int64)
+    if len(keys) == 1:
+        return np.argsort(keys[0], kind="stable")
+    return np.lexsort(keys[::-1])
+
+
+def group_starts(keys: list[np.ndarray], n: int) -> np.ndarray:
+    """Boolean mask, true where a sorted row differs from its predecessor (first row true)."""
+    starts = np.empty(n, dtype=bool)
+    if n == 0:
+        return starts
+    starts[0] = True
+    if not keys:
+        starts[1:] = False
+        return starts
+    diff = keys[0][1:] != keys[0][:-1]
+    for k in keys[1:]:
+        diff |= k[1:] != k[:-1]
+    starts[1:] = diff
+    return starts
+
+
+def segment_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Sums of ``values`` over the segments that begin where ``starts`` is true."""
+    if values.shape[0] == 0:
+        return values
+    return np.add.reduceat(values, np.flatnonzero(starts))
+
+
+def consolidate(batch: UpdateBatch) -> UpdateBatch:
+    """Sorted by (row, time); equal (row, time) summed; zero diffs dropped."""
+    n = len(batch)
+    if n == 0:
+        return batch
+    keys = [*batch.data, *batch.times]
+    order = lex_order(keys)
+    sorted_keys = [k[order] for k in keys]
+    starts = group_starts(sorted_keys, n)
+    diffs = segment_sums(batch.diffs[order], starts)
+    first = order[starts]
+    keep = diffs != 0
+    first = first[keep]
+    return UpdateBatch(
+        np.take(batch.data, first, axis=1),
+        np.take(batch.times, first, axis=1),
+        diffs[keep],
+    )

@@ -1,0 +1,52 @@
+"""Errors raised by the engine.
+
+One hierarchy; callers catch ``EngineError`` or one of its branches::
+
+    EngineError
+     ├── SchemaError          columns, types or arities that do not fit an operator
+     ├── TimeError            a time of the wrong dimension, or not at/beyond a frontier
+     ├── ExpressionError      an expression that does not type-check
+     ├── GraphError           wiring that the dataflow cannot run (scopes, dropped parts)
+     └── IterationLimitError  an iterate that found no fixed point within its round limit
+
+Messages say what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EngineError",
+    "ExpressionError",
+    "GraphError",
+    "IterationLimitError",
+    "SchemaError",
+    "TimeError",
+]
+
+
+class EngineError(Exception):
+    """Base class of every error the engine raises."""
+
+
+class SchemaError(EngineError):
+    """Columns, types or arities that do not fit an operator."""
+
+
+class TimeError(EngineError):
+    """A time of the wrong dimension, or a time or frontier that goes backwards."""
+
+
+class ExpressionError(EngineError):
+    """An expression that does not type-check; ``path`` names the offending node."""
+
+    def __init__(self, message: str, path: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class GraphError(EngineError):
+    """Dataflow wiring that cannot run: mixed scopes, mismatched time dimensions."""
+
+
+class IterationLimitError(EngineError):
+    """An iterate scope ran more rounds than its limit without reaching a fixed point."""

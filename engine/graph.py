@@ -1,0 +1,67 @@
+"""The root of a dataflow: inputs, the step loop, and dropping parts of the graph.
+
+A :class:`Graph` holds any number of dataflows, added at any time; operators run in creation
+order, which is a topological order because an operator can only read operators that exist.
+``step()`` releases every input's buffered updates and runs each operator once; afterwards
+every output is complete at every time not at or beyond its frontier (``engine.progress``).
+A dataflow added after data arrived starts from the current content of the arrangements it
+reads (``Arrangement.as_collection``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from engine.collection import Arrangement, Collection
+from engine.interning import StringInterner
+from engine.operators.base import Operator, Scope
+from engine.operators.input import InputHandle, InputOp
+from engine.schema import ColumnType, Schema
+
+__all__ = ["Graph"]
+
+
+class Graph:
+    """A single-process dataflow graph. Not thread-safe: drive it from one thread."""
+
+    def __init__(self, interner: StringInterner | None = None) -> None:
+        self.scope = Scope(None, None)
+        self.scope.interner = interner if interner is not None else StringInterner()
+        self.steps = 0
+
+    @property
+    def interner(self) -> StringInterner:
+        assert self.scope.interner is not None
+        return self.scope.interner
+
+    def new_input(
+        self,
+        columns: Schema | Iterable[tuple[str, ColumnType | str]],
+        dims: int = 1,
+        name: str = "input",
+    ) -> tuple[InputHandle, Collection]:
+        """An input collection and the handle that feeds it (times with ``dims`` coordinates)."""
+        schema = columns if isinstance(columns, Schema) else Schema.of(columns)
+        op = InputOp(self.scope, schema, dims, name)
+        return InputHandle(op), Collection(op)
+
+    def step(self) -> None:
+        """Run every operator once: afterwards all outputs are final up to their frontiers."""
+        for op in list(self.scope.operators):
+            op.run()
+        self.steps += 1
+
+    def drop(self, ops: Sequence[Operator]) -> None:
+        """Remove operators (and their loops) from the graph, releasing their trace readers."""
+        for op in ops:
+            op.release()
+        self.scope.remove(ops)
+
+    def operators_since(self, mark: int) -> list[Operator]:
+        """Root operators created after ``mark`` (a previous ``len(graph.scope.operators)``)."""
+        return self.scope.operators[mark:]
+
+    @staticmethod
+    def import_arrangement(arrangement: Arrangement) -> Collection:
+        """A new reader of an existing arrangement, starting from its current content."""
+        return arrangement.as_collection()

@@ -1,0 +1,91 @@
+"""String interning: strings become int64 ids at the edge, and ids become strings again.
+
+Ids are dense and permanent for the life of an interner (a dropped string keeps its id).
+Ordering: ids carry no string order; :meth:`StringInterner.ranks` gives order keys for a set
+of ids (Python string order, i.e. by code point), computed once per distinct id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["StringInterner"]
+
+
+class StringInterner:
+    """Bidirectional map between strings and int64 ids."""
+
+    __slots__ = ("_ids", "_strings")
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._strings: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._strings)
+
+    def intern(self, s: str) -> int:
+        i = self._ids.get(s)
+        if i is None:
+            i = len(self._strings)
+            self._ids[s] = i
+            self._strings.append(s)
+        return i
+
+    def intern_many(self, strings: Iterable[str]) -> np.ndarray:
+        """Ids for a sequence of strings (one dict probe per string: an edge operation)."""
+        ids = self._ids
+        get = ids.get
+        out = []
+        for s in strings:
+            i = get(s)
+            if i is None:
+                i = len(self._strings)
+                ids[s] = i
+                self._strings.append(s)
+            out.append(i)
+        return np.asarray(out, dtype=np.int64)
+
+    def lookup(self, i: int) -> str:
+        return self._strings[i]
+
+    def lookup_many(self, ids: np.ndarray) -> list[str]:
+        strings = self._strings
+        return [strings[i] for i in ids.tolist()]
+
+    def strings_of_unique(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """(unique ids, inverse positions, their strings): work once per distinct id."""
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        return uniq, inverse.reshape(-1), self.lookup_many(uniq)
+
+    def ranks(self, ids: np.ndarray) -> np.ndarray:
+        """int64 keys that order ``ids`` as their strings order (equal strings, equal keys)."""
+        if ids.shape[0] == 0:
+            return ids.astype(np.int64)
+        uniq, inverse, strings = self.strings_of_unique(ids)
+        order = sorted(range(len(strings)), key=strings.__getitem__)
+        rank = np.empty(len(strings), dtype=np.int64)
+        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(strings), dtype=np.int64)
+        return rank[inverse]
+
+    def map_strings(self, ids: np.ndarray, fn: object) -> list[object]:
+        """Apply a Python function once per distinct id; results in input order."""
+        uniq, inverse, strings = self.strings_of_unique(ids)
+        results = [fn(s) for s in strings]  # type: ignore[operator]
+        return [results[i] for i in inverse.tolist()]
+
+    def intern_results(self, ids: np.ndarray, fn: object) -> np.ndarray:
+        """Ids of ``fn(string)`` for every id, computing ``fn`` once per distinct id."""
+        uniq, inverse, strings = self.strings_of_unique(ids)
+        out = self.intern_many([fn(s) for s in strings])  # type: ignore[operator]
+        return out[inverse] if out.shape[0] else out
+
+    def intern_sequence(self, strings: Sequence[str]) -> np.ndarray:
+        """Like :meth:`intern_many` but probes each distinct string once (numpy unique)."""
+        if len(strings) == 0:
+            return np.zeros(0, dtype=np.int64)
+        arr = np.asarray(strings, dtype=object)
+        uniq, inverse = np.unique(arr, return_inverse=True)
+        return self.intern_many(uniq.tolist())[inverse.reshape(-1)]

@@ -1,0 +1,199 @@
+"""Times, the product-order lattice, and frontiers (antichains), vectorised.
+
+Times travel as ``(d, n)`` int64 arrays: one contiguous row per coordinate, one column per
+time. ``s <= t`` iff every coordinate is ``<=``; ``join`` is the coordinate-wise max and
+``meet`` the coordinate-wise min. One-dimensional times are the ``d == 1`` case.
+
+An :class:`Antichain` (a frontier) holds mutually incomparable times as an ``(m, d)`` array;
+the times that may still appear are those ``>=`` some element, and the empty antichain means
+"closed". Invariant: the elements of an Antichain are pairwise incomparable and sorted
+lexicographically, so equal antichains compare equal element by element.
+
+``advance_by(t, F) = meet over f in F of join(t, f)`` replaces a time by the least time that
+no future time (one ``>=`` F) can tell apart from it (seed 000, "Compaction").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from engine.errors import TimeError
+
+__all__ = [
+    "Antichain",
+    "advance_by",
+    "as_times",
+    "join",
+    "leq",
+    "meet",
+    "time_tuples",
+]
+
+TimeLike = int | Sequence[int]
+
+
+def as_times(values: object, dims: int) -> np.ndarray:
+    """Coerce a time, a list of times, or an array into a ``(dims, n)`` int64 array."""
+    arr = np.asarray(values, dtype=np.int64)
+    if arr.ndim == 0:
+        arr = arr.reshape(1, 1)
+    elif arr.ndim == 1:
+        arr = arr.reshape(1, -1) if dims == 1 else arr.reshape(dims, 1)
+    if arr.shape[0] != dims:
+        raise TimeError(f"expected times with {dims} coordinate(s), got shape {arr.shape}")
+    if arr.size and int(arr.min()) < 0:
+        raise TimeError("times are non-negative integers")
+    return np.ascontiguousarray(arr)
+
+
+def leq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise ``a <= b`` in the product order for ``(d, n)`` arrays (broadcasting)."""
+    out = a[0] <= b[0]
+    for j in range(1, a.shape[0]):
+        out &= a[j] <= b[j]
+    return np.asarray(out)
+
+
+def join(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least upper bound (coordinate-wise max)."""
+    return np.maximum(a, b)
+
+
+def meet(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Greatest lower bound (coordinate-wise min)."""
+    return np.minimum(a, b)
+
+
+def advance_by(times: np.ndarray, frontier: Antichain) -> np.ndarray:
+    """Advance ``(d, n)`` times by a frontier: meet over ``f`` of ``join(t, f)``.
+
+    The result is indistinguishable from the input by every time ``>=`` the frontier. An empty
+    (closed) frontier leaves times unchanged: nothing remains that could observe them.
+    """
+    elems = frontier.elements
+    if elems.shape[0] == 0:
+        return times
+    out = np.maximum(times, elems[0][:, None])
+    for f in elems[1:]:
+        np.minimum(out, np.maximum(times, f[:, None]), out=out)
+    return out
+
+
+def time_tuples(times: np.ndarray) -> list[tuple[int, ...]]:
+    """The columns of a ``(d, n)`` time array as tuples (for messages and tests)."""
+    return [tuple(int(x) for x in col) for col in times.T]
+
+
+class Antichain:
+    """A frontier: pairwise incomparable times, kept minimal and sorted."""
+
+    __slots__ = ("dims", "elements")
+
+    def __init__(self, elements: np.ndarray | Iterable[TimeLike], dims: int | None = None) -> None:
+        if isinstance(elements, np.ndarray):
+            arr = np.asarray(elements, dtype=np.int64)
+        else:
+            rows = [tuple(e) if isinstance(e, (tuple, list, np.ndarray)) else (e,) for e in elements]
+            if not rows:
+                if dims is None:
+                    raise TimeError("an empty antichain needs its dimension")
+                arr = np.zeros((0, dims), dtype=np.int64)
+            else:
+                arr = np.asarray(rows, dtype=np.int64)
+        if arr.ndim != 2:
+            raise TimeError("antichain elements must be an (m, d) array")
+        if dims is not None and arr.shape[1] != dims:
+            raise TimeError(f"frontier times must have {dims} coordinate(s)")
+        self.dims = int(arr.shape[1])
+        self.elements = _minimal(arr)
+
+    # -- constructors -------------------------------------------------------------------
+    @classmethod
+    def minimum(cls, dims: int) -> Antichain:
+        """The frontier at the start of time: every time may still appear."""
+        return cls(np.zeros((1, dims), dtype=np.int64))
+
+    @classmethod
+    def closed(cls, dims: int) -> Antichain:
+        """The empty frontier: nothing more will come."""
+        return cls(np.zeros((0, dims), dtype=np.int64))
+
+    @classmethod
+    def from_times(cls, times: np.ndarray) -> Antichain:
+        """The minimal elements of a ``(d, n)`` array of times."""
+        return cls(np.ascontiguousarray(times.T))
+
+    # -- queries ------------------------------------------------------------------------
+    @property
+    def is_empty(self) -> bool:
+        return self.elements.shape[0] == 0
+
+    def beyond(self, times: np.ndarray) -> np.ndarray:
+        """Mask of ``(d, n)`` times that are ``>=`` some element (may still change)."""
+        n = times.shape[1]
+        out = np.zeros(n, dtype=bool)
+        for f in self.elements:
+            out |= leq(f[:, None], times)
+        return out
+
+    def complete(self, times: np.ndarray) -> np.ndarray:
+        """Mask of ``(d, n)`` times no element is ``<=``: final, nothing more arrives there."""
+        return ~self.beyond(times)
+
+    def less_equal_time(self, time: np.ndarray) -> bool:
+        """Whether some element is ``<=`` one ``(d,)`` time."""
+        return bool(self.beyond(time.reshape(-1, 1))[0])
+
+    def meet(self, other: Antichain) -> Antichain:
+        """The frontier of the union: times either may still produce."""
+        if self.dims != other.dims:
+            raise TimeError("cannot combine frontiers of different dimensions")
+        return Antichain(np.concatenate([self.elements, other.elements]), self.dims)
+
+    def precedes(self, other: Antichain) -> bool:
+        """``self <= other`` as frontiers: every element of ``other`` is ``>=`` one of ours."""
+        if other.is_empty:
+            return True
+        if self.is_empty:
+            return False
+        return bool(self.beyond(np.ascontiguousarray(other.elements.T)).all())
+
+    def extend(self, coordinate: int = 0) -> Antichain:
+        """Each element with one more coordinate appended (entering a nested scope)."""
+        m = self.elements.shape[0]
+        col = np.full((m, 1), coordinate, dtype=np.int64)
+        return Antichain(np.concatenate([self.elements, col], axis=1), self.dims + 1)
+
+    def truncate(self) -> Antichain:
+        """Each element without its last coordinate (leaving a nested scope)."""
+        return Antichain(self.elements[:, :-1].copy(), self.dims - 1)
+
+    def to_list(self) -> list[int] | list[list[int]]:
+        """Plain Python form: ``[t, ...]`` for one dimension, ``[[..], ...]`` otherwise."""
+        if self.dims == 1:
+            return [int(e[0]) for e in self.elements]
+        return [[int(x) for x in e] for e in self.elements]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Antichain):
+            return NotImplemented
+        return self.dims == other.dims and np.array_equal(self.elements, other.elements)
+
+    def __hash__(self) -> int:
+        return hash((self.dims, self.elements.tobytes()))
+
+    def __repr__(self) -> str:
+        return f"Antichain({self.to_list()})"
+
+
+def _minimal(arr: np.ndarray) -> np.ndarray:
+    """Minimal elements of an ``(m, d)`` array of times, deduplicated and sorted."""
+    if arr.shape[0] <= 1:
+        return np.ascontiguousarray(arr)
+    arr = np.unique(arr, axis=0)
+    # le[i, j]: arr[j] <= arr[i] and j != i  ->  arr[i] is not minimal
+    le = (arr[None, :, :] <= arr[:, None, :]).all(axis=2)
+    np.fill_diagonal(le, False)
+    return np.ascontiguousarray(arr[~le.any(axis=1)])

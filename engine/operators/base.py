@@ -1,0 +1,170 @@
+"""The operator contract and scopes.
+
+An :class:`Operator` lives in one :class:`Scope`, reads the outputs of operators created
+before it in the same scope (so creation order is a topological order), and on ``run()``
+sets ``output`` (this run's updates, or None) and ``frontier`` (its output frontier). See
+``engine.progress`` for the frontier rules.
+
+Operators that keep an arrangement implement :class:`Arranged`: a ``spine`` plus ``delta``,
+the keyed batch this run added to it. Readers of an arrangement created after it already
+holds data start from its whole content (that is how a dataflow built later hydrates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from engine.batch import UpdateBatch
+from engine.errors import GraphError
+from engine.lattice import Antichain
+from engine.progress import meet_all
+from engine.schema import Schema
+from engine.trace import Layout, Spine, TraceBatch, TraceReader
+
+__all__ = ["Arranged", "ArrangementReader", "Operator", "Scope"]
+
+
+class Scope:
+    """A set of operators sharing a time domain; loop scopes add one coordinate."""
+
+    def __init__(self, parent: Scope | None, dims: int | None, name: str = "root") -> None:
+        self.parent = parent
+        self.dims = dims  # None in the root scope: each input chooses its own
+        self.name = name
+        self.operators: list[Operator] = []
+        self.frontier: Antichain | None = None  # loop scopes: the current round frontier
+        self.rest: Antichain | None = None  # loop scopes: the frontier traces compact to
+        self.interner = parent.interner if parent is not None else None
+
+    @property
+    def is_loop(self) -> bool:
+        return self.parent is not None
+
+    @property
+    def root(self) -> Scope:
+        s = self
+        while s.parent is not None:
+            s = s.parent
+        return s
+
+    def depth(self) -> int:
+        return 0 if self.parent is None else 1 + self.parent.depth()
+
+    def add(self, op: Operator) -> None:
+        self.operators.append(op)
+
+    def remove(self, ops: Sequence[Operator]) -> None:
+        drop = {id(o) for o in ops}
+        self.operators = [o for o in self.operators if id(o) not in drop]
+
+
+class Operator:
+    """Base class: wiring, frontiers and the run contract."""
+
+    name = "operator"
+
+    def __init__(
+        self, scope: Scope, inputs: Sequence[Operator], schema: Schema, dims: int | None = None
+    ) -> None:
+        for i in inputs:
+            if i.scope is not scope:
+                raise GraphError(
+                    f"{self.name}: input {i.name!r} lives in scope {i.scope.name!r}, not "
+                    f"{scope.name!r}; enter it into the loop first"
+                )
+        if dims is None:
+            dims = scope.dims if scope.dims is not None else inputs[0].dims
+        for i in inputs:
+            if i.dims != dims:
+                raise GraphError(
+                    f"{self.name}: inputs have {i.dims} and {dims} time coordinates; "
+                    "a dataflow reads collections of one time domain"
+                )
+        self.scope = scope
+        self.inputs = tuple(inputs)
+        self.schema = schema
+        self.dims = dims
+        self.output: UpdateBatch | None = None
+        self.frontier = Antichain.minimum(dims)
+        self.dropped = False
+        scope.add(self)
+
+    @property
+    def ncols(self) -> int:
+        return len(self.schema)
+
+    def input_frontier(self) -> Antichain:
+        """Times at or beyond this frontier may still arrive at this operator."""
+        if self.scope.is_loop:
+            assert self.scope.frontier is not None
+            return self.scope.frontier
+        return meet_all((i.frontier for i in self.inputs), self.dims)
+
+    def compaction_frontier(self) -> Antichain:
+        """What this operator's traces may compact to."""
+        if self.scope.is_loop:
+            assert self.scope.rest is not None
+            return self.scope.rest
+        return self.input_frontier()
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def pending_times(self) -> np.ndarray:
+        """Times (``(dims, m)``) at which this operator still owes work."""
+        return np.zeros((self.dims, 0), dtype=np.int64)
+
+    def release(self) -> None:
+        """Give up trace readers (the operator is being dropped)."""
+        self.dropped = True
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class Arranged(Protocol):
+    """An operator that maintains an arrangement others may read and share."""
+
+    spine: Spine
+    layout: Layout
+    delta: TraceBatch | None
+    schema: Schema
+    scope: Scope
+    dims: int
+    frontier: Antichain
+    name: str
+
+
+class ArrangementReader:
+    """A consumer's view of an arrangement: its first read is the whole content (hydration),
+    later reads are the batches added since; its trace reader holds back compaction."""
+
+    __slots__ = ("arranged", "reader", "started")
+
+    def __init__(self, arranged: Arranged, owner: str) -> None:
+        self.arranged = arranged
+        self.reader: TraceReader = arranged.spine.reader(name=owner)
+        self.started = False
+
+    def delta(self) -> TraceBatch | None:
+        if not self.started:
+            self.started = True
+            content = self.arranged.spine.content()
+            return content if len(content) else None
+        d = self.arranged.delta
+        return d if d is not None and len(d) else None
+
+    @property
+    def spine(self) -> Spine:
+        return self.arranged.spine
+
+    def advance(self, frontier: Antichain) -> None:
+        """Allow compaction to ``frontier`` (ignored unless it moves forward)."""
+        if not self.reader.released and self.reader.frontier.precedes(frontier):
+            self.reader.advance(frontier)
+
+    def release(self) -> None:
+        self.reader.release()

@@ -1,0 +1,210 @@
+"""Iteration to a fixed point over a nested scope whose times gain a loop coordinate.
+
+A :class:`LoopRegion` is one operator of its parent scope that owns an inner scope. Each
+variable ``v`` is ``enter(initial_v)`` at iteration 0 plus a feedback edge that carries
+``body_v - enter(initial_v)`` from iteration ``i`` to ``i + 1``, so ``v(i + 1) = body_v(vars(i))``
+for all variables together (mutual recursion). The result of a variable is its accumulation
+over every iteration, with the loop coordinate dropped (``leave``).
+
+When the region runs it executes rounds ``r = r0, r1, ...`` in increasing order: round ``r``
+delivers the updates at iteration ``r`` and runs every inner operator once, in creation
+order, under the round frontier of ``engine.progress``. The next round is the least
+iteration at which a feedback edge holds updates or an inner operator holds work at a time
+whose outer part is complete; when there is none the region is done for this parent run.
+``max_iterations`` drops feedback beyond that iteration: ``v`` stops at ``v(max_iterations)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.batch import UpdateBatch
+from engine.consolidate import consolidate
+from engine.errors import IterationLimitError
+from engine.lattice import Antichain
+from engine.operators.base import Operator, Scope
+from engine.progress import round_frontier
+
+__all__ = ["DEFAULT_ROUND_LIMIT", "Enter", "Leave", "LoopRegion", "Variable"]
+
+DEFAULT_ROUND_LIMIT = 100_000
+
+
+class LoopScope(Scope):
+    """The inner scope of a loop region; ``round`` is the iteration being delivered."""
+
+    def __init__(self, parent: Scope, dims: int, name: str) -> None:
+        super().__init__(parent, dims, name)
+        self.round = 0
+        self.region: LoopRegion | None = None
+
+
+class Enter(Operator):
+    """A parent-scope collection inside the loop, at iteration 0 of each outer time."""
+
+    name = "enter"
+
+    def __init__(self, scope: LoopScope, outer: Operator) -> None:
+        super().__init__(scope, [], outer.schema, dims=scope.dims)
+        self.outer = outer
+
+    def run(self) -> None:
+        self.frontier = self.input_frontier()
+        scope = self.scope
+        assert isinstance(scope, LoopScope)
+        out = self.outer.output
+        self.output = out.enter() if scope.round == 0 and out is not None and len(out) else None
+
+
+class Variable(Operator):
+    """A loop variable: its initial collection at iteration 0 plus fed-back changes."""
+
+    name = "var"
+
+    def __init__(self, scope: LoopScope, initial: Enter, name: str) -> None:
+        super().__init__(scope, [initial], initial.schema)
+        self.name = name
+        self.body: Operator | None = None
+        self.buffer: dict[int, list[UpdateBatch]] = {}
+
+    def run(self) -> None:
+        self.frontier = self.input_frontier()
+        scope = self.scope
+        assert isinstance(scope, LoopScope)
+        parts = [b for b in self.buffer.pop(scope.round, [])]
+        init = self.inputs[0].output
+        if init is not None:
+            parts.append(init)
+        self.output = UpdateBatch.concat(parts, self.ncols, self.dims) if parts else None
+
+    def feed_back(self, max_iterations: int | None) -> None:
+        """Buffer ``body - initial`` of this round at the next iteration."""
+        assert self.body is not None
+        parts = []
+        if self.body.output is not None and len(self.body.output):
+            parts.append(self.body.output)
+        init = self.inputs[0].output
+        if init is not None and len(init):
+            parts.append(init.negate())
+        if not parts:
+            return
+        fb = consolidate(UpdateBatch.concat(parts, self.ncols, self.dims))
+        if not len(fb):
+            return
+        times = fb.times.copy()
+        times[-1] += 1
+        fb = fb.with_times(times)
+        if max_iterations is not None:
+            fb = fb.take(times[-1] <= max_iterations)
+        for it in np.unique(fb.times[-1]).tolist():
+            self.buffer.setdefault(int(it), []).append(fb.take(fb.times[-1] == it))
+
+    def pending_times(self) -> np.ndarray:
+        if not self.buffer:
+            return np.zeros((self.dims, 0), dtype=np.int64)
+        return np.concatenate([b.times for bs in self.buffer.values() for b in bs], axis=1)
+
+
+class LoopRegion(Operator):
+    """Runs an inner scope to a fixed point; see the module docstring."""
+
+    name = "iterate"
+
+    def __init__(
+        self,
+        parent: Scope,
+        inner: LoopScope,
+        inputs: Sequence[Operator],
+        variables: Sequence[Variable],
+        max_iterations: int | None,
+        round_limit: int = DEFAULT_ROUND_LIMIT,
+    ) -> None:
+        super().__init__(parent, inputs, inputs[0].schema, dims=inner.dims - 1)  # type: ignore[operator]
+        self.inner = inner
+        inner.region = self
+        self.variables = list(variables)
+        self.max_iterations = max_iterations
+        self.round_limit = round_limit
+        self.results: dict[str, UpdateBatch | None] = {v.name: None for v in self.variables}
+        self.prev_frontier = Antichain.minimum(self.dims)
+        self.enters = [op for op in inner.operators if isinstance(op, Enter)]
+
+    def _rest(self) -> Antichain:
+        if self.scope.is_loop:
+            assert self.scope.rest is not None
+            return self.scope.rest.extend(0)
+        return self.prev_frontier.extend(0)
+
+    def _next_round(self, frontier: Antichain, after: int) -> int | None:
+        best: int | None = None
+        for op in self.inner.operators:
+            p = op.pending_times()
+            if p.shape[1] == 0:
+                continue
+            ready = frontier.complete(p[:-1]) if not frontier.is_empty else np.ones(p.shape[1], bool)
+            its = p[-1][ready]
+            its = its[its > after]
+            if its.shape[0]:
+                m = int(its.min())
+                best = m if best is None else min(best, m)
+        return best
+
+    def run(self) -> None:
+        frontier = self.input_frontier()
+        self.frontier = frontier
+        inner = self.inner
+        inner.rest = self._rest()
+        outputs: dict[str, list[UpdateBatch]] = {v.name: [] for v in self.variables}
+        entering = any(e.outer.output is not None and len(e.outer.output) for e in self.enters)
+        r = 0 if entering else self._next_round(frontier, -1)
+        rounds = 0
+        while r is not None:
+            inner.round = r
+            inner.frontier = round_frontier(frontier, r)
+            for op in inner.operators:
+                op.run()
+            for v in self.variables:
+                v.feed_back(self.max_iterations)
+                if v.output is not None and len(v.output):
+                    outputs[v.name].append(v.output.leave())
+            rounds += 1
+            if rounds > self.round_limit:
+                raise IterationLimitError(
+                    f"iterate ran {self.round_limit} rounds without reaching a fixed point; "
+                    "set max_iterations or check that the body converges"
+                )
+            r = self._next_round(frontier, r)
+        for v in self.variables:
+            parts = outputs[v.name]
+            self.results[v.name] = consolidate(UpdateBatch.concat(parts, v.ncols, self.dims)) if parts else None
+        self.output = None
+        self.prev_frontier = frontier
+
+    def pending_times(self) -> np.ndarray:
+        parts = [op.pending_times()[:-1] for op in self.inner.operators]
+        parts = [p for p in parts if p.shape[1]]
+        if not parts:
+            return np.zeros((self.dims, 0), dtype=np.int64)
+        return np.concatenate(parts, axis=1)
+
+    def release(self) -> None:
+        super().release()
+        for op in self.inner.operators:
+            op.release()
+
+
+class Leave(Operator):
+    """One variable's result, in the parent scope."""
+
+    name = "leave"
+
+    def __init__(self, scope: Scope, region: LoopRegion, variable: Variable) -> None:
+        super().__init__(scope, [region], variable.schema)
+        self.region = region
+        self.variable = variable.name
+
+    def run(self) -> None:
+        self.frontier = self.input_frontier()
+        self.output = self.region.results.get(self.variable)

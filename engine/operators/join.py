@@ -1,0 +1,128 @@
+"""Equi-join of two arrangements, bilinear in their changes.
+
+With ``L``/``R`` the arrangements after this run and ``dL``/``dR`` this run's deltas, the
+output change is ``dL x R + L x dR - dL x dR`` (equal to ``dL x R_old + L_old x dR + dL x dR``),
+so each pair of updates is joined exactly once. A pair of updates at times ``s`` and ``t``
+produces an output at ``join(s, t)`` with the product of their diffs. Only the keys present in
+a delta are looked up (``searchsorted`` into every batch of the other spine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.batch import UpdateBatch
+from engine.errors import SchemaError
+from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
+from engine.schema import Schema
+from engine.trace import Layout, TraceBatch
+from engine.trace.cursor import match_keys
+
+__all__ = ["Join", "join_pairs"]
+
+
+def join_pairs(
+    a: TraceBatch, b: TraceBatch, exact: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Record pairs with equal keys: (a record, a key, b record, b key) index arrays."""
+    qi, kb = match_keys(a.codes, a.keys, b.codes, b.keys, exact)
+    if qi.shape[0] == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z, z
+    a_lo = a.offsets[qi]
+    b_lo = b.offsets[kb]
+    na = a.offsets[qi + 1] - a_lo
+    nb = b.offsets[kb + 1] - b_lo
+    counts = na * nb
+    total = int(counts.sum())
+    owner = np.repeat(np.arange(qi.shape[0], dtype=np.int64), counts)
+    local = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    nb_o = nb[owner]
+    ai = a_lo[owner] + local // nb_o
+    bi = b_lo[owner] + local % nb_o
+    return ai, qi[owner], bi, kb[owner]
+
+
+class Join(Operator):
+    """Inner equi-join; ``outputs`` lists ``(side, column)`` with side 0 = left, 1 = right."""
+
+    name = "join"
+
+    def __init__(
+        self,
+        scope: Scope,
+        left: Arranged,
+        right: Arranged,
+        outputs: Sequence[tuple[int, int]],
+        schema: Schema,
+    ) -> None:
+        lk, rk = left.layout.key_cols, right.layout.key_cols
+        if len(lk) != len(rk):
+            raise SchemaError(f"join keys differ in arity: {len(lk)} vs {len(rk)}")
+        for a, b in zip(lk, rk, strict=True):
+            ta, tb = left.schema.columns[a], right.schema.columns[b]
+            if ta.type != tb.type:
+                raise SchemaError(
+                    f"join key {ta.name!r} is {ta.type.value} but {tb.name!r} is {tb.type.value}"
+                )
+        super().__init__(scope, [left, right], schema)  # type: ignore[list-item]
+        self.left = ArrangementReader(left, "join.left")
+        self.right = ArrangementReader(right, "join.right")
+        self.outputs = list(outputs)
+        self.exact = left.layout.exact_codes
+        self._sources = [self._column_source(left.layout, s, c) for s, c in self.outputs]
+        self._layouts = (left.layout, right.layout)
+
+    @staticmethod
+    def _column_source(layout: Layout, side: int, col: int) -> tuple[int, bool, int]:
+        if col in layout.key_cols:
+            return side, True, layout.key_cols.index(col)
+        return side, False, layout.val_cols.index(col)
+
+    def _emit(
+        self, lb: TraceBatch, li: np.ndarray, lk: np.ndarray, rb: TraceBatch, ri: np.ndarray, rk: np.ndarray
+    ) -> UpdateBatch:
+        data = np.empty((len(self.outputs), li.shape[0]), dtype=np.int64)
+        for j, (side, col) in enumerate(self.outputs):
+            layout = self._layouts[side]
+            b, rec, key = (lb, li, lk) if side == 0 else (rb, ri, rk)
+            if col in layout.key_cols:
+                data[j] = b.keys[layout.key_cols.index(col)][key]
+            else:
+                data[j] = b.vals[layout.val_cols.index(col)][rec]
+        times = np.maximum(np.take(lb.times, li, axis=1), np.take(rb.times, ri, axis=1))
+        return UpdateBatch(data, times, lb.diffs[li] * rb.diffs[ri])
+
+    def _against(self, delta: TraceBatch, delta_side: int, other: list[TraceBatch]) -> list[UpdateBatch]:
+        out = []
+        for b in other:
+            ai, ak, bi, bk = join_pairs(delta, b, self.exact)
+            if ai.shape[0] == 0:
+                continue
+            if delta_side == 0:
+                out.append(self._emit(delta, ai, ak, b, bi, bk))
+            else:
+                out.append(self._emit(b, bi, bk, delta, ai, ak))
+        return out
+
+    def run(self) -> None:
+        self.frontier = self.input_frontier()
+        dl, dr = self.left.delta(), self.right.delta()
+        parts: list[UpdateBatch] = []
+        if dl is not None:
+            parts += self._against(dl, 0, self.right.spine.batches)
+        if dr is not None:
+            parts += self._against(dr, 1, self.left.spine.batches)
+        if dl is not None and dr is not None:
+            parts += [p.negate() for p in self._against(dl, 0, [dr])]
+        self.output = UpdateBatch.concat(parts, self.ncols, self.dims) if parts else None
+        f = self.compaction_frontier()
+        self.left.advance(f)
+        self.right.advance(f)
+
+    def release(self) -> None:
+        super().release()
+        self.left.release()
+        self.right.release()

@@ -1,0 +1,135 @@
+"""Record-at-a-time operators, vectorised over whole batches: select (map), filter,
+flat_map, concat, negate. They keep no state and output at the times of their input."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.batch import UpdateBatch
+from engine.errors import SchemaError
+from engine.expr import Bound, EvalContext
+from engine.operators.base import Operator, Scope
+from engine.schema import ColumnType, Schema, encode
+
+__all__ = ["Concat", "Filter", "FlatMap", "Map", "Negate"]
+
+
+def _context(op: Operator, batch: UpdateBatch) -> EvalContext:
+    interner = op.scope.root.interner
+    assert interner is not None
+    return EvalContext(batch.data, op.inputs[0].schema, interner)
+
+
+class Map(Operator):
+    """Computes each output column from an expression over the input row."""
+
+    name = "select"
+
+    def __init__(self, scope: Scope, input: Operator, exprs: Sequence[Bound], schema: Schema) -> None:
+        super().__init__(scope, [input], schema)
+        if len(exprs) != len(schema):
+            raise SchemaError("select needs one expression per output column")
+        self.exprs = list(exprs)
+
+    def run(self) -> None:
+        batch = self.inputs[0].output
+        self.frontier = self.input_frontier()
+        if batch is None:
+            self.output = None
+            return
+        ctx = _context(self, batch)
+        data = np.empty((len(self.exprs), len(batch)), dtype=np.int64)
+        for j, (e, c) in enumerate(zip(self.exprs, self.schema.columns, strict=True)):
+            if e.column is not None:
+                data[j] = batch.data[e.column]
+            else:
+                data[j] = encode(e.evaluate(ctx), c.type)
+        self.output = batch.with_data(data)
+
+
+class Filter(Operator):
+    name = "filter"
+
+    def __init__(self, scope: Scope, input: Operator, predicate: Bound) -> None:
+        super().__init__(scope, [input], input.schema)
+        if predicate.type is not ColumnType.BOOL:
+            raise SchemaError(f"filter needs a bool expression, got {predicate.type.value}")
+        self.predicate = predicate
+
+    def run(self) -> None:
+        batch = self.inputs[0].output
+        self.frontier = self.input_frontier()
+        if batch is None:
+            self.output = None
+            return
+        mask = np.asarray(self.predicate.evaluate(_context(self, batch)), dtype=bool)
+        self.output = batch.take(mask) if not mask.all() else batch
+
+
+class FlatMap(Operator):
+    """One output row per integer in ``[start, stop)``, appended as a new column."""
+
+    name = "flat_map"
+
+    def __init__(self, scope: Scope, input: Operator, start: Bound, stop: Bound, as_name: str) -> None:
+        if as_name in input.schema.names:
+            raise SchemaError(f"flat_map column {as_name!r} already exists")
+        for b in (start, stop):
+            if b.type is not ColumnType.INT:
+                raise SchemaError(f"flat_map bounds must be int, got {b.type.value}")
+        schema = Schema.of([*((c.name, c.type) for c in input.schema.columns), (as_name, "int")])
+        super().__init__(scope, [input], schema)
+        self.start, self.stop = start, stop
+
+    def run(self) -> None:
+        batch = self.inputs[0].output
+        self.frontier = self.input_frontier()
+        if batch is None:
+            self.output = None
+            return
+        ctx = _context(self, batch)
+        lo = np.asarray(self.start.evaluate(ctx), dtype=np.int64)
+        hi = np.asarray(self.stop.evaluate(ctx), dtype=np.int64)
+        counts = np.maximum(hi - lo, 0)
+        rows = np.repeat(np.arange(len(batch), dtype=np.int64), counts)
+        first = np.cumsum(counts) - counts
+        values = np.arange(rows.shape[0], dtype=np.int64) - np.repeat(first - lo, counts)
+        out = batch.take(rows)
+        self.output = UpdateBatch(np.concatenate([out.data, values[None, :]]), out.times, out.diffs)
+
+
+class Concat(Operator):
+    """Multiset union of inputs with the same column types."""
+
+    name = "concat"
+
+    def __init__(self, scope: Scope, inputs: Sequence[Operator]) -> None:
+        if not inputs:
+            raise SchemaError("concat needs at least one input")
+        first = inputs[0].schema
+        for i in inputs[1:]:
+            if i.schema.types != first.types:
+                raise SchemaError(
+                    f"concat inputs differ: {[t.value for t in first.types]} vs "
+                    f"{[t.value for t in i.schema.types]}"
+                )
+        super().__init__(scope, inputs, first)
+
+    def run(self) -> None:
+        self.frontier = self.input_frontier()
+        parts = [i.output for i in self.inputs if i.output is not None]
+        self.output = UpdateBatch.concat(parts, self.ncols, self.dims) if parts else None
+
+
+class Negate(Operator):
+    name = "negate"
+
+    def __init__(self, scope: Scope, input: Operator) -> None:
+        super().__init__(scope, [input], input.schema)
+
+    def run(self) -> None:
+        batch = self.inputs[0].output
+        self.frontier = self.input_frontier()
+        self.output = batch.negate() if batch is not None else None

@@ -1,0 +1,179 @@
+"""Reduce: per key, output at time ``t`` is ``kernel(input accumulated at t)``.
+
+The driver keeps the output arrangement and the pending (key, time) pairs; the numpy kernels
+do the rest, for all touched keys and all their times in one sweep (seed 000, "Problem 2"):
+
+1. new (key, time) pairs: the times of this run's input updates, plus pending pairs whose
+   time became complete;
+2. gather the touched keys' input and output histories (seek, not scan);
+3. ``candidate_grid``: the complete times that may need a correction, and new pending times;
+4. ``accumulate_at``: input and output accumulations at every candidate;
+5. desired = kernel(input accumulation); ``E = desired - output accumulation``;
+6. Möbius inversion over each key's grid turns ``E`` into output differences: after them the
+   output accumulated at every candidate equals the desired one.
+
+Invariant: at every complete time not at or beyond a pending time, the output accumulation
+equals ``kernel(input accumulation)``; pending times are never complete when stored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.consolidate import group_starts, lex_order
+from engine.errors import SchemaError
+from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
+from engine.operators.reduce_kernels import KernelContext, ReduceKernel, accumulate_at, consolidate_rows
+from engine.operators.reduce_times import Grid, candidate_grid
+from engine.schema import Schema
+from engine.trace import Layout, Spine, TraceBatch
+
+__all__ = ["Reduce"]
+
+
+def mobius(grid: Grid, cand: np.ndarray, vals: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Differences whose accumulation over each key's grid equals ``e`` at every candidate."""
+    parts_c, parts_v, parts_d = [cand], [vals], [e]
+    for s in range(grid.neighbours.shape[0]):
+        nb = grid.neighbours[s][cand]
+        ok = nb >= 0
+        if ok.any():
+            parts_c.append(nb[ok])
+            parts_v.append(vals[:, ok])
+            parts_d.append(e[ok] * grid.signs[s])
+    return consolidate_rows(
+        np.concatenate(parts_c), np.concatenate(parts_v, axis=1), np.concatenate(parts_d)
+    )
+
+
+class Reduce(Operator):
+    """Groups an arrangement by its key and applies a kernel; keeps its own arrangement of
+    the output (key columns first, then the kernel's value columns)."""
+
+    name = "reduce"
+
+    def __init__(
+        self,
+        scope: Scope,
+        input: Arranged,
+        kernel: ReduceKernel,
+        schema: Schema,
+        layout: Layout,
+        name: str = "reduce",
+    ) -> None:
+        if len(layout.val_cols) != len(kernel.out_types):
+            raise SchemaError("reduce output layout does not match its kernel")
+        super().__init__(scope, [input], schema)  # type: ignore[list-item]
+        self.name = name
+        self.kernel = kernel
+        self.source = ArrangementReader(input, name)
+        self.in_layout = input.layout
+        self.layout = layout
+        self.spine = Spine(layout, self.dims, name)
+        self.own = self.spine.reader(name=name)
+        self.delta: TraceBatch | None = None
+        kk = len(layout.key_cols)
+        self.p_codes = np.zeros(0, dtype=np.int64)
+        self.p_keys = np.zeros((kk, 0), dtype=np.int64)
+        self.p_times = np.zeros((self.dims, 0), dtype=np.int64)
+        interner = scope.root.interner
+        assert interner is not None
+        in_schema = input.schema
+        self.ctx = KernelContext(
+            interner,
+            tuple(in_schema.columns[i].type for i in self.in_layout.val_cols),
+            None,
+            tuple(in_schema.columns[i].type for i in self.in_layout.key_cols),
+        )
+
+    def pending_times(self) -> np.ndarray:
+        return self.p_times
+
+    def run(self) -> None:
+        frontier = self.input_frontier()
+        self.frontier = frontier
+        self.delta = None
+        self.output = None
+        delta = self.source.delta()
+        ready = frontier.complete(self.p_times) if self.p_times.shape[1] else np.zeros(0, bool)
+        codes, keys, times = [], [], []
+        if delta is not None:
+            rk = delta.record_keys()
+            codes.append(delta.codes[rk])
+            keys.append(np.take(delta.keys, rk, axis=1))
+            times.append(delta.times)
+        if ready.any():
+            codes.append(self.p_codes[ready])
+            keys.append(self.p_keys[:, ready])
+            times.append(self.p_times[:, ready])
+            self.p_codes = self.p_codes[~ready]
+            self.p_keys = self.p_keys[:, ~ready]
+            self.p_times = self.p_times[:, ~ready]
+        if codes:
+            self._update(np.concatenate(codes), np.concatenate(keys, axis=1), np.concatenate(times, axis=1))
+        f = self.compaction_frontier()
+        self.source.advance(f)
+        self.own.advance(f)
+
+    def _update(self, codes: np.ndarray, keys: np.ndarray, times: np.ndarray) -> None:
+        exact = self.in_layout.exact_codes
+        sort_keys = [codes] if exact else [codes, *keys]
+        order = lex_order(sort_keys)
+        starts = group_starts([k[order] for k in sort_keys], codes.shape[0])
+        owner = np.empty(codes.shape[0], dtype=np.int64)
+        owner[order] = np.cumsum(starts) - 1
+        first = order[starts]
+        k_codes, k_keys = codes[first], np.take(keys, first, axis=1)
+        nkeys = k_codes.shape[0]
+
+        inp = self.source.spine.gather(k_codes, k_keys)
+        out = self.spine.gather(k_codes, k_keys)
+        grid = candidate_grid(
+            nkeys,
+            owner,
+            times,
+            np.concatenate([inp.owner, out.owner]),
+            np.concatenate([inp.times, out.times], axis=1),
+            self.input_frontier(),
+        )
+        self._add_pending(k_codes[grid.pending_owner], np.take(k_keys, grid.pending_owner, axis=1), grid.pending_times)
+        if len(grid) == 0:
+            return
+        ctx = self.ctx
+        if self.kernel.needs_keys:
+            ctx = KernelContext(ctx.interner, ctx.val_types, np.take(k_keys, grid.owner, axis=1), ctx.key_types)
+        g_in, v_in, c_in = accumulate_at(grid.owner, grid.times, nkeys, inp.owner, inp.vals, inp.times, inp.diffs)
+        d_g, d_v, d_c = self.kernel.apply(g_in, v_in, c_in, len(grid), ctx)
+        o_g, o_v, o_c = accumulate_at(grid.owner, grid.times, nkeys, out.owner, out.vals, out.times, out.diffs)
+        e_g, e_v, e_c = consolidate_rows(
+            np.concatenate([d_g, o_g]), np.concatenate([d_v, o_v], axis=1), np.concatenate([d_c, -o_c])
+        )
+        if e_g.shape[0] == 0:
+            return
+        c, v, diffs = mobius(grid, e_g, e_v, e_c)
+        if c.shape[0] == 0:
+            return
+        ko = grid.owner[c]
+        batch = TraceBatch.from_records(
+            self.layout, k_codes[ko], np.take(k_keys, ko, axis=1), v, np.take(grid.times, c, axis=1), diffs
+        )
+        if len(batch):
+            self.spine.insert(batch)
+            self.delta = batch
+            self.output = batch.to_updates(self.layout)
+
+    def _add_pending(self, codes: np.ndarray, keys: np.ndarray, times: np.ndarray) -> None:
+        if codes.shape[0] == 0:
+            return
+        codes = np.concatenate([self.p_codes, codes])
+        keys = np.concatenate([self.p_keys, keys], axis=1)
+        times = np.concatenate([self.p_times, times], axis=1)
+        sort_keys = [codes, *keys, *times]
+        order = lex_order(sort_keys)
+        first = order[group_starts([k[order] for k in sort_keys], codes.shape[0])]
+        self.p_codes, self.p_keys, self.p_times = codes[first], np.take(keys, first, axis=1), np.take(times, first, axis=1)
+
+    def release(self) -> None:
+        super().release()
+        self.source.release()
+        self.own.release()

@@ -1,0 +1,252 @@
+"""Reduction kernels: pure numpy functions from accumulated groups to output rows.
+
+A kernel sees, for many groups at once (a group is one key at one candidate time), the
+group's rows as ``(group, vals, count)``: sorted by (group, vals), consolidated, no zero
+counts. It returns ``(group, out_vals, multiplicity)``. Semantics shared by every built-in
+(and by the test oracle): a group consists of its rows with *positive* count; a group with
+none is absent and produces nothing.
+
+* ``count`` — sum of counts; ``sum`` — sum of count x value; ``min``/``max`` — least/greatest
+  value; ``count_distinct`` — number of distinct values.
+* ``distinct`` — each present row once; ``threshold(k)`` — each row whose count is >= k, once.
+* ``top_k`` — rows ordered by the order columns (each ascending or descending), ties broken
+  by the remaining columns ascending; the first ``k`` rows counted with multiplicity (the
+  last row taken may be cut short).
+
+Strings order by their text (via the interner), floats numerically, bools false < true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.consolidate import group_starts, lex_order, segment_sums
+from engine.interning import StringInterner
+from engine.lattice import leq
+from engine.operators.reduce_times import segment_bounds
+from engine.schema import ColumnType, decode, encode
+from engine.trace.cursor import expand_ranges
+
+__all__ = [
+    "AggregateKernel",
+    "AggregateSpec",
+    "DistinctKernel",
+    "GeneralKernel",
+    "KernelContext",
+    "ReduceKernel",
+    "ThresholdKernel",
+    "TopKKernel",
+    "accumulate_at",
+    "order_keys",
+]
+
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelContext:
+    interner: StringInterner
+    val_types: tuple[ColumnType, ...]
+    group_keys: np.ndarray | None = None  # (kk, groups) key row of each group (general kernel)
+    key_types: tuple[ColumnType, ...] = ()
+
+
+def accumulate_at(
+    cand_owner: np.ndarray,
+    cand_times: np.ndarray,
+    nkeys: int,
+    owner: np.ndarray,
+    vals: np.ndarray,
+    times: np.ndarray,
+    diffs: np.ndarray,
+) -> Rows:
+    """For every candidate, the accumulation of its key's history at its time:
+    ``(candidate, vals, sum of diffs at times <= candidate time)``, sorted, no zeros."""
+    order = np.argsort(owner, kind="stable")
+    lo, hi = segment_bounds(owner[order], nkeys)
+    cand, pos = expand_ranges(lo[cand_owner], hi[cand_owner])
+    pos = order[pos]
+    hit = leq(np.take(times, pos, axis=1), np.take(cand_times, cand, axis=1))
+    cand, pos = cand[hit], pos[hit]
+    return consolidate_rows(cand, np.take(vals, pos, axis=1), diffs[pos])
+
+
+def consolidate_rows(group: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Rows:
+    """Sort by (group, vals), sum equal rows, drop zeros."""
+    n = group.shape[0]
+    if n == 0:
+        return group, vals, counts
+    keys = [group, *vals]
+    order = lex_order(keys)
+    starts = group_starts([k[order] for k in keys], n)
+    sums = segment_sums(counts[order], starts)
+    first = order[starts]
+    keep = sums != 0
+    first = first[keep]
+    return group[first], np.take(vals, first, axis=1), sums[keep]
+
+
+def order_keys(values: np.ndarray, ctype: ColumnType, interner: StringInterner) -> np.ndarray:
+    """int64 keys ordering stored values as their type orders (dense ranks)."""
+    if ctype is ColumnType.STRING:
+        return interner.ranks(values)
+    if ctype is ColumnType.FLOAT:
+        _, inv = np.unique(decode(values, ctype), return_inverse=True)
+        return inv.reshape(-1).astype(np.int64)
+    return values
+
+
+class ReduceKernel:
+    """Maps accumulated groups to output rows; ``out_types`` are the output value columns."""
+
+    out_types: tuple[ColumnType, ...] = ()
+    needs_keys = False  # whether apply() reads ctx.group_keys
+
+    def apply(self, group: np.ndarray, vals: np.ndarray, counts: np.ndarray, ngroups: int, ctx: KernelContext) -> Rows:
+        raise NotImplementedError
+
+
+def _positive(group: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Rows:
+    pos = counts > 0
+    if pos.all():
+        return group, vals, counts
+    return group[pos], vals[:, pos], counts[pos]
+
+
+class DistinctKernel(ReduceKernel):
+    """Each present row once (the key is the whole row)."""
+
+    def apply(self, group, vals, counts, ngroups, ctx):
+        g, v, c = _positive(group, vals, counts)
+        return g, v, np.ones(g.shape[0], dtype=np.int64)
+
+
+class ThresholdKernel(ReduceKernel):
+    def __init__(self, at_least: int) -> None:
+        self.at_least = int(at_least)
+
+    def apply(self, group, vals, counts, ngroups, ctx):
+        keep = counts >= max(self.at_least, 1)
+        return group[keep], vals[:, keep], np.ones(int(keep.sum()), dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateSpec:
+    fn: str  # count | sum | min | max | count_distinct
+    column: int | None  # value column index (None for count)
+    type: ColumnType  # type of the input column (or int for count)
+
+    @property
+    def out_type(self) -> ColumnType:
+        if self.fn in ("count", "count_distinct"):
+            return ColumnType.INT
+        return self.type
+
+
+class AggregateKernel(ReduceKernel):
+    """One output row per present group: the aggregates, in order."""
+
+    def __init__(self, specs: Sequence[AggregateSpec]) -> None:
+        self.specs = list(specs)
+        self.out_types = tuple(s.out_type for s in self.specs)
+
+    def apply(self, group, vals, counts, ngroups, ctx):
+        g, v, c = _positive(group, vals, counts)
+        starts = group_starts([g], g.shape[0])
+        present = g[starts]
+        out = np.empty((len(self.specs), present.shape[0]), dtype=np.int64)
+        for i, s in enumerate(self.specs):
+            out[i] = self._one(s, g, v, c, starts, ctx)
+        return present, out, np.ones(present.shape[0], dtype=np.int64)
+
+    @staticmethod
+    def _one(s: AggregateSpec, g, v, c, starts, ctx) -> np.ndarray:
+        if s.fn == "count":
+            return segment_sums(c, starts)
+        assert s.column is not None
+        col = v[s.column]
+        if s.fn == "sum":
+            if s.type is ColumnType.FLOAT:
+                return encode(segment_sums(decode(col, s.type) * c, starts), s.type)
+            with np.errstate(over="ignore"):
+                return segment_sums(col * c, starts)
+        if s.fn in ("min", "max"):
+            keys = order_keys(col, s.type, ctx.interner)
+            order = lex_order([g, keys])
+            gs = g[order]
+            if s.fn == "min":
+                pick = order[group_starts([gs], gs.shape[0])]
+            else:
+                last = np.append(gs[1:] != gs[:-1], True)
+                pick = order[last]
+            return col[pick]
+        if s.fn == "count_distinct":
+            order = lex_order([g, col])
+            gs, cs = g[order], col[order]
+            new_value = group_starts([gs, cs], gs.shape[0])
+            return segment_sums(new_value.astype(np.int64), group_starts([gs], gs.shape[0]))
+        raise ValueError(f"unknown aggregate {s.fn!r}")
+
+
+class TopKKernel(ReduceKernel):
+    """The first ``k`` rows of each group (with multiplicity), as the input rows."""
+
+    def __init__(self, k: int, order: Sequence[tuple[int, bool]], val_types: Sequence[ColumnType]) -> None:
+        self.k = int(k)
+        self.order = list(order)  # (value column, descending)
+        ordered = {c for c, _ in self.order}
+        self.ties = [i for i in range(len(val_types)) if i not in ordered]
+        self.out_types = tuple(val_types)
+
+    def apply(self, group, vals, counts, ngroups, ctx):
+        g, v, c = _positive(group, vals, counts)
+        keys = [g]
+        for col, desc in self.order:
+            k = order_keys(v[col], ctx.val_types[col], ctx.interner)
+            keys.append(-k if desc else k)
+        for col in self.ties:
+            keys.append(order_keys(v[col], ctx.val_types[col], ctx.interner))
+        order = lex_order(keys)
+        g, v, c = g[order], v[:, order], c[order]
+        starts = group_starts([g], g.shape[0])
+        cum = np.cumsum(c)
+        seg_first = np.flatnonzero(starts)
+        base = np.repeat(cum[seg_first] - c[seg_first], np.diff(np.append(seg_first, g.shape[0])))
+        before = cum - c - base
+        take = np.clip(self.k - before, 0, c)
+        keep = take > 0
+        return g[keep], v[:, keep], take[keep]
+
+
+class GeneralKernel(ReduceKernel):
+    """A Python reducer, called once per present group: the slow path, correct for any
+    lattice. ``fn(key, rows)`` gets the key tuple and ``[(values tuple, count), ...]`` of the
+    rows with positive count, and returns ``[(output values tuple, multiplicity), ...]``."""
+
+    needs_keys = True
+
+    def __init__(self, fn: Callable[[tuple, list[tuple[tuple, int]]], list[tuple[tuple, int]]], out_types: Sequence[ColumnType]) -> None:
+        self.fn = fn
+        self.out_types = tuple(out_types)
+
+    def apply(self, group, vals, counts, ngroups, ctx):
+        g, v, c = _positive(group, vals, counts)
+        starts = np.flatnonzero(group_starts([g], g.shape[0]))
+        ends = np.append(starts[1:], g.shape[0])
+        out_g, out_rows, out_m = [], [], []
+        keys = ctx.group_keys
+        for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+            gi = int(g[s])
+            key = tuple(int(x) for x in keys[:, gi]) if keys is not None else ()
+            rows = [(tuple(int(x) for x in v[:, i]), int(c[i])) for i in range(s, e)]
+            for out_vals, mult in self.fn(key, rows):
+                out_g.append(gi)
+                out_rows.append(tuple(out_vals))
+                out_m.append(int(mult))
+        if not out_g:
+            return (np.zeros(0, dtype=np.int64), np.zeros((len(self.out_types), 0), dtype=np.int64), np.zeros(0, dtype=np.int64))
+        data = np.asarray(out_rows, dtype=np.int64).reshape(len(out_rows), len(self.out_types)).T
+        return np.asarray(out_g, dtype=np.int64), np.ascontiguousarray(data), np.asarray(out_m, dtype=np.int64)

@@ -1,0 +1,200 @@
+"""Which times a reduce must (re)compute, for many keys at once: a pure numpy kernel.
+
+For one key, let ``N`` be its new times (times of new input updates, plus pending times that
+became ready) and ``H`` every time in its input and output history. The output can need a
+correction only at times ``>= some n in N`` that are joins of times in ``H ∪ N`` (seed 003:
+"interesting times"). For product-order times every such join lies on the *grid* whose
+coordinates in dimension ``j`` are the distinct ``j``-th coordinates of ``H ∪ N``; computing
+on all grid points ``>= some n`` is a superset of the joins, and harmless, because at every
+point we set the output to ``f(input)``, which is what it must be anyway.
+
+Of those points, the ones that are *complete* (not ``>=`` the frontier) are computed now:
+:class:`Grid` lists them with, for each, its forward neighbours along every non-empty set of
+dimensions (for the Möbius inversion that turns "desired accumulation" into differences).
+The incomplete ones are represented by *pending* times ``ceil_grid(join(n, f))`` for
+``n`` in ``N`` and ``f`` in the frontier: every incomplete grid point ``>= n`` is ``>=``
+one of them, so they are the only new work a later frontier can release.
+
+Invariant relied on (and kept by the reduce driver): at every complete time that is not
+``>=`` any new or pending time, the output already equals ``f(input)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.consolidate import group_starts, lex_order
+from engine.lattice import Antichain, leq
+from engine.trace.cursor import expand_ranges
+
+__all__ = ["Grid", "candidate_grid", "segment_bounds"]
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    owner: np.ndarray  # (C,) key index of each candidate
+    times: np.ndarray  # (d, C) candidate times, sorted by (owner, time)
+    neighbours: np.ndarray  # (2**d - 1, C) candidate index of c + e_S, or -1
+    signs: np.ndarray  # (2**d - 1,) (-1)**|S|
+    pending_owner: np.ndarray  # (P,)
+    pending_times: np.ndarray  # (d, P)
+
+    def __len__(self) -> int:
+        return int(self.owner.shape[0])
+
+
+def segment_bounds(owner: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
+    """For ``owner`` sorted ascending: start and end of each key's segment."""
+    keys = np.arange(nkeys, dtype=np.int64)
+    return np.searchsorted(owner, keys, "left"), np.searchsorted(owner, keys, "right")
+
+
+def _distinct_coords(owner: np.ndarray, coords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct (owner, coordinate) pairs, sorted."""
+    order = lex_order([owner, coords])
+    o, c = owner[order], coords[order]
+    starts = group_starts([o, c], o.shape[0])
+    return o[starts], c[starts]
+
+
+def _ceil_positions(
+    seg_owner: np.ndarray, seg_vals: np.ndarray, q_owner: np.ndarray, q_vals: np.ndarray
+) -> np.ndarray:
+    """Position in the sorted (owner, value) list of the first entry of ``q_owner``'s
+    segment with value ``>= q_vals`` (may point past the segment)."""
+    n = seg_owner.shape[0]
+    all_owner = np.concatenate([seg_owner, q_owner])
+    all_vals = np.concatenate([seg_vals, q_vals])
+    tag = np.concatenate([np.ones(n, dtype=np.int64), np.zeros(q_owner.shape[0], dtype=np.int64)])
+    order = lex_order([all_owner, all_vals, tag])
+    is_list = tag[order]
+    before = np.cumsum(is_list) - is_list  # list entries strictly before each position
+    pos = np.empty(q_owner.shape[0], dtype=np.int64)
+    q_at = order >= n
+    pos[order[q_at] - n] = before[q_at]
+    return pos
+
+
+def candidate_grid(
+    nkeys: int,
+    new_owner: np.ndarray,
+    new_times: np.ndarray,
+    hist_owner: np.ndarray,
+    hist_times: np.ndarray,
+    frontier: Antichain,
+) -> Grid:
+    """Candidate and pending times for ``nkeys`` keys (see the module docstring).
+
+    ``new_owner``/``new_times`` are the keys' new times (every key has at least one);
+    ``hist_owner``/``hist_times`` their history times (input and output).
+    """
+    d = new_times.shape[0]
+    order = np.argsort(new_owner, kind="stable")
+    new_owner, new_times = new_owner[order], new_times[:, order]
+    n_lo, n_hi = segment_bounds(new_owner, nkeys)
+    first_new = n_lo
+    # per key, coordinate-wise min over its new times
+    mins = np.stack([np.minimum.reduceat(new_times[j], first_new) for j in range(d)])
+
+    all_owner = np.concatenate([hist_owner, new_owner])
+    lists = []  # per dim: (owner, values, seg_lo, seg_len, trimmed_len)
+    for j in range(d):
+        coords = np.concatenate([hist_times[j], new_times[j]])
+        keep = coords >= mins[j][all_owner]
+        o, v = _distinct_coords(all_owner[keep], coords[keep])
+        lo, hi = segment_bounds(o, nkeys)
+        # trim: values v whose point (mins with coordinate j = v) is complete; a prefix
+        probe = mins[:, o].copy()
+        probe[j] = v
+        ok = frontier.complete(probe) if not frontier.is_empty else np.ones(v.shape[0], bool)
+        trimmed = np.bincount(o[ok], minlength=nkeys).astype(np.int64)
+        lists.append((o, v, lo, hi - lo, trimmed))
+
+    sizes = np.ones(nkeys, dtype=np.int64)
+    for _, _, _, _, tl in lists:
+        sizes *= tl
+    total = int(sizes.sum())
+    g_first = np.cumsum(sizes) - sizes
+    g_owner = np.repeat(np.arange(nkeys, dtype=np.int64), sizes)
+    local = np.arange(total, dtype=np.int64) - np.repeat(g_first, sizes)
+    g_idx = np.empty((d, total), dtype=np.int64)
+    g_times = np.empty((d, total), dtype=np.int64)
+    strides = np.empty((d, nkeys), dtype=np.int64)
+    rem = local.copy()
+    stride = np.ones(nkeys, dtype=np.int64)
+    for j in range(d - 1, -1, -1):
+        _, v, lo, _, tl = lists[j]
+        tl_o = tl[g_owner]
+        g_idx[j] = rem % np.maximum(tl_o, 1)
+        rem //= np.maximum(tl_o, 1)
+        g_times[j] = v[lo[g_owner] + g_idx[j]] if total else g_idx[j]
+        strides[j] = stride
+        stride = stride * tl
+
+    # candidates: complete and >= some new time of the key
+    mask = frontier.complete(g_times) if not frontier.is_empty else np.ones(total, bool)
+    if d == 1:
+        mask &= g_times[0] >= mins[0][g_owner]
+    else:
+        counts = (n_hi - n_lo)[g_owner]
+        single = counts == 1
+        ge = np.zeros(total, dtype=bool)
+        if single.any():
+            si = np.flatnonzero(single)
+            ge[si] = leq(new_times[:, n_lo[g_owner[si]]], g_times[:, si])
+        multi = np.flatnonzero(~single)
+        if multi.shape[0]:
+            own, pos = expand_ranges(n_lo[g_owner[multi]], n_hi[g_owner[multi]])
+            hit = leq(new_times[:, pos], g_times[:, multi[own]])
+            ge[multi] = np.bincount(own[hit], minlength=multi.shape[0]) > 0
+        mask &= ge
+    cand = np.flatnonzero(mask)
+    index_of = np.full(total, -1, dtype=np.int64)
+    index_of[cand] = np.arange(cand.shape[0], dtype=np.int64)
+
+    nsub = (1 << d) - 1
+    neighbours = np.full((nsub, cand.shape[0]), -1, dtype=np.int64)
+    signs = np.empty(nsub, dtype=np.int64)
+    c_owner = g_owner[cand]
+    for s in range(1, nsub + 1):
+        dims_in = [j for j in range(d) if s >> j & 1]
+        signs[s - 1] = -1 if len(dims_in) % 2 else 1
+        ok = np.ones(cand.shape[0], dtype=bool)
+        flat = cand.copy()
+        for j in dims_in:
+            tl_o = lists[j][4][c_owner]
+            ok &= g_idx[j][cand] + 1 < tl_o
+            flat += strides[j][c_owner]
+        flat[~ok] = 0
+        nb = np.where(ok, index_of[flat] if total else -1, -1)
+        neighbours[s - 1] = nb
+
+    # pending: ceil_grid(join(n, f)) for every new time n and frontier element f
+    p_owner_parts, p_times_parts = [], []
+    for f in frontier.elements:
+        q = np.maximum(new_times, f[:, None])
+        ok = np.ones(new_owner.shape[0], dtype=bool)
+        ceil = np.empty_like(q)
+        for j in range(d):
+            o, v, lo, ln, _ = lists[j]
+            pos = _ceil_positions(o, v, new_owner, q[j])
+            inside = pos < (lo + ln)[new_owner]
+            ok &= inside
+            ceil[j] = np.where(inside, v[np.minimum(pos, max(v.shape[0] - 1, 0))] if v.shape[0] else 0, 0)
+        if ok.any():
+            p_owner_parts.append(new_owner[ok])
+            p_times_parts.append(ceil[:, ok])
+    if p_owner_parts:
+        po = np.concatenate(p_owner_parts)
+        pt = np.concatenate(p_times_parts, axis=1)
+        porder = lex_order([po, *pt])
+        po, pt = po[porder], pt[:, porder]
+        pstarts = group_starts([po, *pt], po.shape[0])
+        po, pt = po[pstarts], pt[:, pstarts]
+    else:
+        po = np.zeros(0, dtype=np.int64)
+        pt = np.zeros((d, 0), dtype=np.int64)
+
+    return Grid(c_owner, g_times[:, cand], neighbours, signs, po, pt)

@@ -1,0 +1,48 @@
+"""Progress: which times are final, per operator and per loop round.
+
+The rules, in one place:
+
+* An input's frontier is what its handle says (``advance_to``).
+* In the root scope an operator's input frontier is the meet of its inputs' output frontiers,
+  and its output frontier equals its input frontier once it has run: every operator finishes
+  all work at complete times when it runs, and holds only times that are not yet complete.
+* In a loop scope at round ``r`` (iteration coordinate ``r``) every operator sees the round
+  frontier ``{(f, 0) : f in F} ∪ {(0, ..., 0, r + 1)}``, where ``F`` is the loop region's
+  input frontier in the parent scope: a time ``(t, i)`` is final iff ``t`` is complete in
+  the parent and ``i <= r``. Rounds run in increasing order, operators in topological order,
+  and the feedback edge adds one to the iteration coordinate, so nothing can arrive later at
+  a time this frontier calls final.
+* Traces inside a loop compact to the rest frontier ``{(f, 0) : f in F}``, which only moves
+  forward across parent steps (the round frontier restarts at round 0 each parent step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from engine.lattice import Antichain
+
+__all__ = ["meet_all", "rest_frontier", "round_frontier"]
+
+
+def meet_all(frontiers: Iterable[Antichain], dims: int) -> Antichain:
+    """Meet of frontiers (minimal elements of the union); closed when there are none."""
+    out: Antichain | None = None
+    for f in frontiers:
+        out = f if out is None else out.meet(f)
+    return out if out is not None else Antichain.closed(dims)
+
+
+def rest_frontier(parent: Antichain) -> Antichain:
+    """The frontier of a loop scope between parent steps: ``{(f, 0)}``."""
+    return parent.extend(0)
+
+
+def round_frontier(parent: Antichain, round_: int) -> Antichain:
+    """The frontier of a loop scope after round ``round_`` has delivered its inputs."""
+    dims = parent.dims + 1
+    bump = np.zeros((1, dims), dtype=np.int64)
+    bump[0, -1] = round_ + 1
+    return Antichain(np.concatenate([parent.extend(0).elements, bump]), dims)

@@ -1,0 +1,138 @@
+"""Immutable arranged batches: updates sorted by (key, value, time) with a key index.
+
+A :class:`TraceBatch` is the trie of seed 000 in columns: ``codes``/``keys`` hold each
+distinct key once (sorted by code, then key columns), ``offsets`` delimit each key's
+records, and ``vals``/``times``/``diffs`` hold the records sorted by (key, value, time).
+Invariant: records are consolidated (no two share key, value and time; no zero diffs) and
+every key has at least one record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.batch import UpdateBatch
+from engine.consolidate import group_starts, lex_order, segment_sums
+from engine.hashing import key_codes
+from engine.lattice import Antichain, advance_by
+from engine.trace.layout import Layout
+
+__all__ = ["TraceBatch"]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceBatch:
+    codes: np.ndarray
+    keys: np.ndarray
+    offsets: np.ndarray
+    vals: np.ndarray
+    times: np.ndarray
+    diffs: np.ndarray
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def empty(cls, layout: Layout, dims: int) -> TraceBatch:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(
+            z,
+            np.zeros((len(layout.key_cols), 0), dtype=np.int64),
+            np.zeros(1, dtype=np.int64),
+            np.zeros((len(layout.val_cols), 0), dtype=np.int64),
+            np.zeros((dims, 0), dtype=np.int64),
+            z,
+        )
+
+    @classmethod
+    def from_updates(
+        cls, layout: Layout, batch: UpdateBatch, since: Antichain | None = None
+    ) -> TraceBatch:
+        keys, vals = layout.split(batch.data)
+        return cls.from_records(
+            layout, key_codes(keys), keys, vals, batch.times, batch.diffs, since
+        )
+
+    @classmethod
+    def from_records(
+        cls,
+        layout: Layout,
+        codes: np.ndarray,
+        keys: np.ndarray,
+        vals: np.ndarray,
+        times: np.ndarray,
+        diffs: np.ndarray,
+        since: Antichain | None = None,
+    ) -> TraceBatch:
+        """Sort, advance times by ``since``, consolidate, and index records by key."""
+        n = diffs.shape[0]
+        if n == 0:
+            return cls.empty(layout, times.shape[0])
+        if since is not None:
+            times = advance_by(times, since)
+        key_rows = [] if layout.exact_codes else list(keys)
+        sort_keys = [codes, *key_rows, *vals, *times]
+        order = lex_order(sort_keys)
+        sorted_keys = [k[order] for k in sort_keys]
+        starts = group_starts(sorted_keys, n)
+        summed = segment_sums(diffs[order], starts)
+        keep = summed != 0
+        first = order[starts][keep]
+        diffs = summed[keep]
+        codes = codes[first]
+        keys = np.take(keys, first, axis=1)
+        vals = np.take(vals, first, axis=1)
+        times = np.take(times, first, axis=1)
+        key_starts = group_starts([codes, *([] if layout.exact_codes else list(keys))], diffs.shape[0])
+        kpos = np.flatnonzero(key_starts)
+        offsets = np.append(kpos, diffs.shape[0]).astype(np.int64)
+        return cls(codes[kpos], np.take(keys, kpos, axis=1), offsets, vals, times, diffs)
+
+    @classmethod
+    def merge(
+        cls, layout: Layout, parts: list[TraceBatch], since: Antichain | None
+    ) -> TraceBatch:
+        """One batch holding all of ``parts``, compacted to ``since``."""
+        dims = parts[0].dims if parts else 1
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.empty(layout, dims)
+        if len(parts) == 1 and since is None:
+            return parts[0]
+        rk = [p.record_keys() for p in parts]
+        return cls.from_records(
+            layout,
+            np.concatenate([p.codes[r] for p, r in zip(parts, rk, strict=True)]),
+            np.concatenate([np.take(p.keys, r, axis=1) for p, r in zip(parts, rk, strict=True)], axis=1),
+            np.concatenate([p.vals for p in parts], axis=1),
+            np.concatenate([p.times for p in parts], axis=1),
+            np.concatenate([p.diffs for p in parts]),
+            since,
+        )
+
+    # -- access -------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.diffs.shape[0])
+
+    @property
+    def nkeys(self) -> int:
+        return int(self.codes.shape[0])
+
+    @property
+    def dims(self) -> int:
+        return int(self.times.shape[0])
+
+    def record_keys(self) -> np.ndarray:
+        """Key index (into ``codes``/``keys``) of every record."""
+        return np.repeat(np.arange(self.nkeys, dtype=np.int64), np.diff(self.offsets))
+
+    def to_updates(self, layout: Layout) -> UpdateBatch:
+        rk = self.record_keys()
+        data = layout.assemble(np.take(self.keys, rk, axis=1), self.vals)
+        return UpdateBatch(data, self.times, self.diffs)
+
+    def nbytes(self) -> int:
+        return int(
+            self.codes.nbytes + self.keys.nbytes + self.offsets.nbytes
+            + self.vals.nbytes + self.times.nbytes + self.diffs.nbytes
+        )

@@ -1,0 +1,47 @@
+"""Which columns of a row form an arrangement's key, and how rows split and reassemble."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Layout"]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A row of ``ncols`` columns split into key columns (in the order given) and value
+    columns (the rest, in row order)."""
+
+    ncols: int
+    key_cols: tuple[int, ...]
+    val_cols: tuple[int, ...]
+
+    @classmethod
+    def by_key(cls, ncols: int, key_cols: Sequence[int]) -> Layout:
+        keys = tuple(int(k) for k in key_cols)
+        vals = tuple(i for i in range(ncols) if i not in keys)
+        return cls(ncols, keys, vals)
+
+    @classmethod
+    def by_self(cls, ncols: int) -> Layout:
+        return cls(ncols, tuple(range(ncols)), ())
+
+    @property
+    def exact_codes(self) -> bool:
+        """Whether key codes identify keys exactly (no hash collisions possible)."""
+        return len(self.key_cols) <= 1
+
+    def split(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return data[list(self.key_cols)], data[list(self.val_cols)]
+
+    def assemble(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        n = keys.shape[1] if keys.shape[0] else vals.shape[1]
+        out = np.empty((self.ncols, n), dtype=np.int64)
+        if self.key_cols:
+            out[list(self.key_cols)] = keys
+        if self.val_cols:
+            out[list(self.val_cols)] = vals
+        return out
