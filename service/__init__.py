@@ -1,0 +1,1 @@
+"""difflow's runtime: catalog, plan compiler, ingest, step loop, subscriptions, loads."""

@@ -1,0 +1,78 @@
+"""Errors raised by the service; the API maps each to its HTTP status in one place.
+
+One hierarchy, each class with a wire ``code`` and an HTTP ``status``::
+
+    ServiceError (500 internal)
+     ├── BadRequest      400  bad_request      a body that is not JSON / not an object
+     ├── NotFound        404  not_found        unknown table, view, token or load
+     ├── Conflict        409  conflict         name taken, still read, time not beyond frontier
+     ├── TooLarge        413  too_large        body or batch over the configured limit
+     ├── Invalid         422  invalid          JSON that does not fit: columns, types, plans
+     └── LoadError       422  load_failed      a Spark load that cannot run (see .code)
+
+``message`` says what was wrong and how to fix it; ``detail`` is JSON-able context (for
+plans, ``{"path": "query.body.reach.left"}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BadRequest",
+    "Conflict",
+    "Invalid",
+    "LoadError",
+    "NotFound",
+    "ServiceError",
+    "TooLarge",
+]
+
+
+class ServiceError(Exception):
+    status = 500
+    code = "internal"
+
+    def __init__(self, message: str, detail: Any = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        if code is not None:
+            self.code = code
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "detail": self.detail}}
+
+
+class BadRequest(ServiceError):
+    status = 400
+    code = "bad_request"
+
+
+class NotFound(ServiceError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    status = 409
+    code = "conflict"
+
+
+class TooLarge(ServiceError):
+    status = 413
+    code = "too_large"
+
+
+class Invalid(ServiceError):
+    status = 422
+    code = "invalid"
+
+
+class LoadError(ServiceError):
+    """A load that cannot run or failed; ``code`` names the cause (``spark_unavailable``,
+    ``source_not_found``, ``source_unreadable``, ``column_missing``, ``column_type``,
+    ``invalid_source``, ``cancelled``)."""
+
+    status = 422
+    code = "load_failed"
