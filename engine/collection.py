@@ -15,7 +15,14 @@ from engine.expr import Bound, Expr, col, lit
 from engine.operators.arrange import Arrange, AsCollection
 from engine.operators.base import Arranged, Operator, Scope
 from engine.operators.capture import Capture
-from engine.operators.iterate import DEFAULT_ROUND_LIMIT, Enter, Leave, LoopRegion, LoopScope, Variable
+from engine.operators.iterate import (
+    DEFAULT_ROUND_LIMIT,
+    Enter,
+    Leave,
+    LoopRegion,
+    LoopScope,
+    Variable,
+)
 from engine.operators.join import Join
 from engine.operators.linear import Concat, Filter, FlatMap, Map, Negate
 from engine.operators.reduce import Reduce
@@ -24,6 +31,7 @@ from engine.operators.reduce_kernels import (
     AggregateSpec,
     DistinctKernel,
     GeneralKernel,
+    PresenceKernel,
     ReduceKernel,
     ThresholdKernel,
     TopKKernel,
@@ -107,7 +115,9 @@ class Collection:
         return Collection(_enter_chain(self.op, scope))
 
     # -- record-at-a-time -----------------------------------------------------------------
-    def select(self, columns: Mapping[str, ExprLike] | None = None, **named: ExprLike) -> Collection:
+    def select(
+        self, columns: Mapping[str, ExprLike] | None = None, **named: ExprLike
+    ) -> Collection:
         """New columns computed from expressions: ``select(root="node", node="node")``."""
         spec = dict(columns or {}, **named)
         bound = [self.bind(e) for e in spec.values()]
@@ -134,10 +144,19 @@ class Collection:
 
     # -- arrangements -------------------------------------------------------------------
     def arrange_by_key(self, keys: Sequence[str], name: str = "") -> Arrangement:
-        return Arrangement(Arrange(self.scope, self.op, self.schema.indices(keys), name))
+        return Arrangement(
+            Arrange(
+                self.scope,
+                self.op,
+                self.schema.indices(keys),
+                name or f"arrange by [{', '.join(keys)}]",
+            )
+        )
 
     def arrange_by_self(self, name: str = "") -> Arrangement:
-        return Arrangement(Arrange(self.scope, self.op, range(len(self.schema)), name))
+        return Arrangement(
+            Arrange(self.scope, self.op, range(len(self.schema)), name or "arrange by self")
+        )
 
     # -- joins ----------------------------------------------------------------------------
     def join(
@@ -161,55 +180,78 @@ class Collection:
         right = other._arranged_by(rkeys, scope)
         return left.join(right, columns)
 
-    def _semi(self, other: Collection | Arrangement, lkeys: list[str], rkeys: list[str], anti: bool) -> Collection:
+    def _semi(
+        self, other: Collection | Arrangement, lkeys: list[str], rkeys: list[str], anti: bool
+    ) -> Collection:
         scope = _deepest([self.scope, other.scope])
         left_c = self._in(scope)
-        right_c = other.as_collection() if isinstance(other, Arrangement) else other
-        present = right_c._in(scope).select({k: k for k in rkeys}).distinct_arranged()
+        right = other._arranged_by(rkeys, scope)
+        key_schema = right.schema.select(right.op.layout.key_cols)
+        present = Reduce(
+            scope, right.op, PresenceKernel(), key_schema, Layout.by_self(len(rkeys)), "present"
+        )
         left = left_c.arrange_by_key(lkeys)
         outputs = [(0, i) for i in range(len(left_c.schema))]
-        semi = Collection(Join(scope, left.op, present.op, outputs, left_c.schema))
+        semi = Collection(Join(scope, left.op, present, outputs, left_c.schema))
         return left_c.concat(semi.negate()) if anti else semi
 
-    def semijoin(self, other: Collection | Arrangement, on: Sequence[tuple[str, str]]) -> Collection:
+    def semijoin(
+        self, other: Collection | Arrangement, on: Sequence[tuple[str, str]]
+    ) -> Collection:
         return self.join(other, on, how="semi")
 
-    def antijoin(self, other: Collection | Arrangement, on: Sequence[tuple[str, str]]) -> Collection:
+    def antijoin(
+        self, other: Collection | Arrangement, on: Sequence[tuple[str, str]]
+    ) -> Collection:
         return self.join(other, on, how="anti")
 
     def _arranged_by(self, keys: Sequence[str], scope: Scope) -> Arrangement:
         return self._in(scope).arrange_by_key(keys)
 
     # -- reductions ---------------------------------------------------------------------
-    def reduce(self, by: Sequence[str], aggregates: Mapping[str, tuple[str, ExprLike | None]]) -> Collection:
+    def reduce(
+        self, by: Sequence[str], aggregates: Mapping[str, tuple[str, ExprLike | None]]
+    ) -> Collection:
         """Group by ``by`` and compute ``{out: (fn, expr)}`` with fn in count, sum, min, max,
         count_distinct (``expr`` None for count)."""
         return Collection(self.reduce_arranged(by, aggregates).op)
 
-    def reduce_arranged(self, by: Sequence[str], aggregates: Mapping[str, tuple[str, ExprLike | None]]) -> Arrangement:
-        pre: dict[str, ExprLike] = {b: b for b in by}
+    def reduce_arranged(
+        self, by: Sequence[str], aggregates: Mapping[str, tuple[str, ExprLike | None]]
+    ) -> Arrangement:
+        """The group is the multiset of whole input rows with that key (so rows with
+        positive count are what aggregates see); computed aggregate inputs become extra
+        columns, plain column references read the input column."""
+        names = list(self.schema.names)
+        extra: dict[str, ExprLike] = {}
         specs: list[AggregateSpec] = []
-        names: list[tuple[str, ColumnType]] = []
-        for i, (out, (fn, e)) in enumerate(aggregates.items()):
+        outs: list[tuple[str, ColumnType]] = []
+        for out, (fn, e) in aggregates.items():
             if fn not in AGGREGATES:
                 raise SchemaError(f"unknown aggregate {fn!r}; use one of {list(AGGREGATES)}")
             if fn == "count" and e is None:
                 specs.append(AggregateSpec("count", None, ColumnType.INT))
-            else:
-                if e is None:
-                    raise SchemaError(f"aggregate {out!r} ({fn}) needs an expression to aggregate")
-                b = self.bind(e)
-                if fn == "sum" and not b.type.numeric:
-                    raise SchemaError(f"sum needs an int or float expression, got {b.type.value}")
-                tmp = f"__agg{i}"
-                pre[tmp] = e
-                specs.append(AggregateSpec(fn, len(pre) - len(by) - 1, b.type))
-            names.append((out, specs[-1].out_type))
-        shaped = self.select(pre)
+                outs.append((out, ColumnType.INT))
+                continue
+            if e is None:
+                raise SchemaError(f"aggregate {out!r} ({fn}) needs an expression to aggregate")
+            b = self.bind(e)
+            if fn == "sum" and not b.type.numeric:
+                raise SchemaError(f"sum needs an int or float expression, got {b.type.value}")
+            if b.column is not None and names[b.column] not in by:
+                source = names[b.column]
+            else:  # a computed value, or a group column (a copy keeps it among the values)
+                source = f"__agg{len(extra)}"
+                extra[source] = e
+            specs.append(AggregateSpec(fn, _value_index(names, list(extra), by, source), b.type))
+            outs.append((out, specs[-1].out_type))
+        shaped = self.select({**{n: n for n in names}, **extra}) if extra else self
         arranged = shaped.arrange_by_key(list(by))
-        schema = Schema.of([*((b, shaped.schema.type_of(b)) for b in by), *names])
+        schema = Schema.of([*((b, shaped.schema.type_of(b)) for b in by), *outs])
         layout = Layout.by_key(len(schema), range(len(by)))
-        return Arrangement(Reduce(self.scope, arranged.op, AggregateKernel(specs), schema, layout, "reduce"))
+        return Arrangement(
+            Reduce(self.scope, arranged.op, AggregateKernel(specs), schema, layout, "reduce")
+        )
 
     def count(self, by: Sequence[str], name: str = "count") -> Collection:
         return self.reduce(by, {name: ("count", None)})
@@ -255,7 +297,11 @@ class Collection:
         out_types = [ColumnType(t) for _, t in columns]
         schema = Schema.of([*((b, self.schema.type_of(b)) for b in by), *columns])
         layout = Layout.by_key(len(schema), range(len(by)))
-        return Collection(Reduce(self.scope, arranged.op, GeneralKernel(fn, out_types), schema, layout, "reduce_with"))
+        return Collection(
+            Reduce(
+                self.scope, arranged.op, GeneralKernel(fn, out_types), schema, layout, "reduce_with"
+            )
+        )
 
     # -- iteration ----------------------------------------------------------------------
     def iterate(
@@ -304,8 +350,14 @@ class Arrangement:
         if columns is None:
             outputs = [(0, i) for i in range(len(lschema))]
             outputs += [(1, i) for i in range(len(rschema)) if i not in rkey]
-            names = [(lschema.columns[i].name, lschema.columns[i].type) for i in range(len(lschema))]
-            names += [(rschema.columns[i].name, rschema.columns[i].type) for i in range(len(rschema)) if i not in rkey]
+            names = [
+                (lschema.columns[i].name, lschema.columns[i].type) for i in range(len(lschema))
+            ]
+            names += [
+                (rschema.columns[i].name, rschema.columns[i].type)
+                for i in range(len(rschema))
+                if i not in rkey
+            ]
             seen = [n for n, _ in names]
             dup = sorted({n for n in seen if seen.count(n) > 1})
             if dup:
@@ -328,6 +380,11 @@ class Arrangement:
         return self.as_collection()._in(scope).arrange_by_key(self.key_columns)
 
 
+def _value_index(names: list[str], extra: list[str], by: Sequence[str], column: str) -> int:
+    """Position of ``column`` among the value (non-key) columns of the shaped input."""
+    return [n for n in [*names, *extra] if n not in by].index(column)
+
+
 def _qualify(e: Expr, left: Schema, right: Schema) -> Expr:
     """Rewrite bare column names in join output expressions to ``left.x`` / ``right.x``."""
     from engine.expr import Call, Col
@@ -337,7 +394,10 @@ def _qualify(e: Expr, left: Schema, right: Schema) -> Expr:
             return e
         in_l, in_r = e.name in left.names, e.name in right.names
         if in_l and in_r:
-            raise SchemaError(f"column {e.name!r} is on both sides of the join; write left.{e.name} or right.{e.name}")
+            raise SchemaError(
+                f"column {e.name!r} is on both sides of the join; "
+                f"write left.{e.name} or right.{e.name}"
+            )
         if in_l:
             return col(f"left.{e.name}")
         if in_r:
@@ -385,5 +445,7 @@ def iterate(
     for op in inner.operators:
         if isinstance(op, Enter) and op.outer not in outer_inputs:
             outer_inputs.append(op.outer)
-    region = LoopRegion(parent, inner, outer_inputs, list(variables.values()), max_iterations, round_limit)
+    region = LoopRegion(
+        parent, inner, outer_inputs, list(variables.values()), max_iterations, round_limit
+    )
     return {n: Collection(Leave(parent, region, v)) for n, v in variables.items()}

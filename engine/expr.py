@@ -262,7 +262,9 @@ def _same(fn: str, ts: list[ColumnType], to: object, path: Path) -> ColumnType:
     if all(t.numeric for t in ts):
         return FLOAT if FLOAT in ts else INT
     if len(set(ts)) != 1:
-        raise ExpressionError(f"{fn} needs arguments of one type, got {[_name(t) for t in ts]}", path)
+        raise ExpressionError(
+            f"{fn} needs arguments of one type, got {[_name(t) for t in ts]}", path
+        )
     return ts[0]
 
 
@@ -430,10 +432,14 @@ def _make_concat(args: list[Bound], out: ColumnType, to: ColumnType | None) -> C
 
 
 def _string_hash(s: str) -> int:
-    return int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little", signed=True)
+    return int.from_bytes(
+        hashlib.blake2b(s.encode(), digest_size=8).digest(), "little", signed=True
+    )
 
 
-def stable_hash(columns: Sequence[np.ndarray], types: Sequence[ColumnType], interner: StringInterner, n: int) -> np.ndarray:
+def stable_hash(
+    columns: Sequence[np.ndarray], types: Sequence[ColumnType], interner: StringInterner, n: int
+) -> np.ndarray:
     """The ``hash`` function: a stable int64 of the arguments, row by row.
 
     Each argument becomes 64 bits (int: itself; bool: 0/1; float: canonical IEEE bits;
@@ -444,7 +450,9 @@ def stable_hash(columns: Sequence[np.ndarray], types: Sequence[ColumnType], inte
     with np.errstate(over="ignore"):
         for values, t in zip(columns, types, strict=True):
             if t is STRING:
-                v = np.asarray(interner.map_strings(values, _string_hash), dtype=np.int64).reshape(-1)
+                v = np.asarray(interner.map_strings(values, _string_hash), dtype=np.int64).reshape(
+                    -1
+                )
             elif t is FLOAT:
                 f = np.asarray(values, dtype=np.float64) + 0.0
                 v = np.where(np.isnan(f), np.nan, f).view(np.int64)
@@ -456,7 +464,9 @@ def stable_hash(columns: Sequence[np.ndarray], types: Sequence[ColumnType], inte
 
 def _make_hash(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Callable:
     def run(ctx: EvalContext) -> np.ndarray:
-        return stable_hash([a.evaluate(ctx) for a in args], [a.type for a in args], ctx.interner, ctx.n)
+        return stable_hash(
+            [a.evaluate(ctx) for a in args], [a.type for a in args], ctx.interner, ctx.n
+        )
 
     return run
 
@@ -482,16 +492,26 @@ def _make_cast(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Cal
             return v
         if src is STRING:
             if to is INT:
-                return np.asarray(ctx.interner.map_strings(v, lambda s: _parse(int, s)), dtype=np.int64).reshape(-1)
+                return np.asarray(
+                    ctx.interner.map_strings(v, lambda s: _parse(int, s)), dtype=np.int64
+                ).reshape(-1)
             if to is FLOAT:
-                return np.asarray(ctx.interner.map_strings(v, lambda s: _parse(float, s)), dtype=np.float64).reshape(-1)
+                return np.asarray(
+                    ctx.interner.map_strings(v, lambda s: _parse(float, s)), dtype=np.float64
+                ).reshape(-1)
             return np.asarray(ctx.interner.map_strings(v, bool), dtype=np.bool_).reshape(-1)
         if to is STRING:
             if src is BOOL:
-                return np.where(v, ctx.interner.intern("True"), ctx.interner.intern("False")).astype(np.int64)
+                return np.where(
+                    v, ctx.interner.intern("True"), ctx.interner.intern("False")
+                ).astype(np.int64)
             uniq, inverse = np.unique(v, return_inverse=True)
             texts = [str(x) for x in uniq.tolist()]
-            return ctx.interner.intern_many(texts)[inverse.reshape(-1)] if texts else v.astype(np.int64)
+            return (
+                ctx.interner.intern_many(texts)[inverse.reshape(-1)]
+                if texts
+                else v.astype(np.int64)
+            )
         if to is BOOL:
             return v != 0
         if to is FLOAT:

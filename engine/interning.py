@@ -64,7 +64,7 @@ class StringInterner:
         """int64 keys that order ``ids`` as their strings order (equal strings, equal keys)."""
         if ids.shape[0] == 0:
             return ids.astype(np.int64)
-        uniq, inverse, strings = self.strings_of_unique(ids)
+        _, inverse, strings = self.strings_of_unique(ids)
         order = sorted(range(len(strings)), key=strings.__getitem__)
         rank = np.empty(len(strings), dtype=np.int64)
         rank[np.asarray(order, dtype=np.int64)] = np.arange(len(strings), dtype=np.int64)
@@ -72,13 +72,13 @@ class StringInterner:
 
     def map_strings(self, ids: np.ndarray, fn: object) -> list[object]:
         """Apply a Python function once per distinct id; results in input order."""
-        uniq, inverse, strings = self.strings_of_unique(ids)
+        _, inverse, strings = self.strings_of_unique(ids)
         results = [fn(s) for s in strings]  # type: ignore[operator]
         return [results[i] for i in inverse.tolist()]
 
     def intern_results(self, ids: np.ndarray, fn: object) -> np.ndarray:
         """Ids of ``fn(string)`` for every id, computing ``fn`` once per distinct id."""
-        uniq, inverse, strings = self.strings_of_unique(ids)
+        _, inverse, strings = self.strings_of_unique(ids)
         out = self.intern_many([fn(s) for s in strings])  # type: ignore[operator]
         return out[inverse] if out.shape[0] else out
 

@@ -95,7 +95,9 @@ class Antichain:
         if isinstance(elements, np.ndarray):
             arr = np.asarray(elements, dtype=np.int64)
         else:
-            rows = [tuple(e) if isinstance(e, (tuple, list, np.ndarray)) else (e,) for e in elements]
+            rows = [
+                tuple(e) if isinstance(e, (tuple, list, np.ndarray)) else (e,) for e in elements
+            ]
             if not rows:
                 if dims is None:
                     raise TimeError("an empty antichain needs its dimension")

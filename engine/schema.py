@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from engine.errors import SchemaError
 __all__ = ["Column", "ColumnType", "Schema", "decode", "encode"]
 
 
-class ColumnType(str, Enum):
+class ColumnType(StrEnum):
     INT = "int"
     FLOAT = "float"
     BOOL = "bool"

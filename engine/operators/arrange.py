@@ -20,7 +20,9 @@ class Arrange(Operator):
 
     name = "arrange"
 
-    def __init__(self, scope: Scope, input: Operator, key_cols: Sequence[int], name: str = "") -> None:
+    def __init__(
+        self, scope: Scope, input: Operator, key_cols: Sequence[int], name: str = ""
+    ) -> None:
         super().__init__(scope, [input], input.schema)
         self.layout = Layout.by_key(input.ncols, key_cols)
         self.spine = Spine(self.layout, self.dims, name or f"arrange({input.name})")

@@ -143,7 +143,9 @@ class LoopRegion(Operator):
             p = op.pending_times()
             if p.shape[1] == 0:
                 continue
-            ready = frontier.complete(p[:-1]) if not frontier.is_empty else np.ones(p.shape[1], bool)
+            ready = (
+                frontier.complete(p[:-1]) if not frontier.is_empty else np.ones(p.shape[1], bool)
+            )
             its = p[-1][ready]
             its = its[its > after]
             if its.shape[0]:
@@ -178,7 +180,9 @@ class LoopRegion(Operator):
             r = self._next_round(frontier, r)
         for v in self.variables:
             parts = outputs[v.name]
-            self.results[v.name] = consolidate(UpdateBatch.concat(parts, v.ncols, self.dims)) if parts else None
+            self.results[v.name] = (
+                consolidate(UpdateBatch.concat(parts, v.ncols, self.dims)) if parts else None
+            )
         self.output = None
         self.prev_frontier = frontier
 

@@ -82,7 +82,13 @@ class Join(Operator):
         return side, False, layout.val_cols.index(col)
 
     def _emit(
-        self, lb: TraceBatch, li: np.ndarray, lk: np.ndarray, rb: TraceBatch, ri: np.ndarray, rk: np.ndarray
+        self,
+        lb: TraceBatch,
+        li: np.ndarray,
+        lk: np.ndarray,
+        rb: TraceBatch,
+        ri: np.ndarray,
+        rk: np.ndarray,
     ) -> UpdateBatch:
         data = np.empty((len(self.outputs), li.shape[0]), dtype=np.int64)
         for j, (side, col) in enumerate(self.outputs):
@@ -95,7 +101,9 @@ class Join(Operator):
         times = np.maximum(np.take(lb.times, li, axis=1), np.take(rb.times, ri, axis=1))
         return UpdateBatch(data, times, lb.diffs[li] * rb.diffs[ri])
 
-    def _against(self, delta: TraceBatch, delta_side: int, other: list[TraceBatch]) -> list[UpdateBatch]:
+    def _against(
+        self, delta: TraceBatch, delta_side: int, other: list[TraceBatch]
+    ) -> list[UpdateBatch]:
         out = []
         for b in other:
             ai, ak, bi, bk = join_pairs(delta, b, self.exact)

@@ -27,7 +27,9 @@ class Map(Operator):
 
     name = "select"
 
-    def __init__(self, scope: Scope, input: Operator, exprs: Sequence[Bound], schema: Schema) -> None:
+    def __init__(
+        self, scope: Scope, input: Operator, exprs: Sequence[Bound], schema: Schema
+    ) -> None:
         super().__init__(scope, [input], schema)
         if len(exprs) != len(schema):
             raise SchemaError("select needs one expression per output column")
@@ -73,7 +75,9 @@ class FlatMap(Operator):
 
     name = "flat_map"
 
-    def __init__(self, scope: Scope, input: Operator, start: Bound, stop: Bound, as_name: str) -> None:
+    def __init__(
+        self, scope: Scope, input: Operator, start: Bound, stop: Bound, as_name: str
+    ) -> None:
         if as_name in input.schema.names:
             raise SchemaError(f"flat_map column {as_name!r} already exists")
         for b in (start, stop):

@@ -23,7 +23,12 @@ import numpy as np
 from engine.consolidate import group_starts, lex_order
 from engine.errors import SchemaError
 from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
-from engine.operators.reduce_kernels import KernelContext, ReduceKernel, accumulate_at, consolidate_rows
+from engine.operators.reduce_kernels import (
+    KernelContext,
+    ReduceKernel,
+    accumulate_at,
+    consolidate_rows,
+)
 from engine.operators.reduce_times import Grid, candidate_grid
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
@@ -31,7 +36,9 @@ from engine.trace import Layout, Spine, TraceBatch
 __all__ = ["Reduce"]
 
 
-def mobius(grid: Grid, cand: np.ndarray, vals: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mobius(
+    grid: Grid, cand: np.ndarray, vals: np.ndarray, e: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Differences whose accumulation over each key's grid equals ``e`` at every candidate."""
     parts_c, parts_v, parts_d = [cand], [vals], [e]
     for s in range(grid.neighbours.shape[0]):
@@ -110,7 +117,9 @@ class Reduce(Operator):
             self.p_keys = self.p_keys[:, ~ready]
             self.p_times = self.p_times[:, ~ready]
         if codes:
-            self._update(np.concatenate(codes), np.concatenate(keys, axis=1), np.concatenate(times, axis=1))
+            self._update(
+                np.concatenate(codes), np.concatenate(keys, axis=1), np.concatenate(times, axis=1)
+            )
         f = self.compaction_frontier()
         self.source.advance(f)
         self.own.advance(f)
@@ -136,17 +145,29 @@ class Reduce(Operator):
             np.concatenate([inp.times, out.times], axis=1),
             self.input_frontier(),
         )
-        self._add_pending(k_codes[grid.pending_owner], np.take(k_keys, grid.pending_owner, axis=1), grid.pending_times)
+        self._add_pending(
+            k_codes[grid.pending_owner],
+            np.take(k_keys, grid.pending_owner, axis=1),
+            grid.pending_times,
+        )
         if len(grid) == 0:
             return
         ctx = self.ctx
         if self.kernel.needs_keys:
-            ctx = KernelContext(ctx.interner, ctx.val_types, np.take(k_keys, grid.owner, axis=1), ctx.key_types)
-        g_in, v_in, c_in = accumulate_at(grid.owner, grid.times, nkeys, inp.owner, inp.vals, inp.times, inp.diffs)
+            ctx = KernelContext(
+                ctx.interner, ctx.val_types, np.take(k_keys, grid.owner, axis=1), ctx.key_types
+            )
+        g_in, v_in, c_in = accumulate_at(
+            grid.owner, grid.times, nkeys, inp.owner, inp.vals, inp.times, inp.diffs
+        )
         d_g, d_v, d_c = self.kernel.apply(g_in, v_in, c_in, len(grid), ctx)
-        o_g, o_v, o_c = accumulate_at(grid.owner, grid.times, nkeys, out.owner, out.vals, out.times, out.diffs)
+        o_g, o_v, o_c = accumulate_at(
+            grid.owner, grid.times, nkeys, out.owner, out.vals, out.times, out.diffs
+        )
         e_g, e_v, e_c = consolidate_rows(
-            np.concatenate([d_g, o_g]), np.concatenate([d_v, o_v], axis=1), np.concatenate([d_c, -o_c])
+            np.concatenate([d_g, o_g]),
+            np.concatenate([d_v, o_v], axis=1),
+            np.concatenate([d_c, -o_c]),
         )
         if e_g.shape[0] == 0:
             return
@@ -155,7 +176,12 @@ class Reduce(Operator):
             return
         ko = grid.owner[c]
         batch = TraceBatch.from_records(
-            self.layout, k_codes[ko], np.take(k_keys, ko, axis=1), v, np.take(grid.times, c, axis=1), diffs
+            self.layout,
+            k_codes[ko],
+            np.take(k_keys, ko, axis=1),
+            v,
+            np.take(grid.times, c, axis=1),
+            diffs,
         )
         if len(batch):
             self.spine.insert(batch)
@@ -171,7 +197,11 @@ class Reduce(Operator):
         sort_keys = [codes, *keys, *times]
         order = lex_order(sort_keys)
         first = order[group_starts([k[order] for k in sort_keys], codes.shape[0])]
-        self.p_codes, self.p_keys, self.p_times = codes[first], np.take(keys, first, axis=1), np.take(times, first, axis=1)
+        self.p_codes, self.p_keys, self.p_times = (
+            codes[first],
+            np.take(keys, first, axis=1),
+            np.take(times, first, axis=1),
+        )
 
     def release(self) -> None:
         super().release()

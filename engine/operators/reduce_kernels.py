@@ -8,6 +8,7 @@ none is absent and produces nothing.
 
 * ``count`` — sum of counts; ``sum`` — sum of count x value; ``min``/``max`` — least/greatest
   value; ``count_distinct`` — number of distinct values.
+* ``presence`` — each present group's key once (semijoins and antijoins);
 * ``distinct`` — each present row once; ``threshold(k)`` — each row whose count is >= k, once.
 * ``top_k`` — rows ordered by the order columns (each ascending or descending), ties broken
   by the remaining columns ascending; the first ``k`` rows counted with multiplicity (the
@@ -36,6 +37,7 @@ __all__ = [
     "DistinctKernel",
     "GeneralKernel",
     "KernelContext",
+    "PresenceKernel",
     "ReduceKernel",
     "ThresholdKernel",
     "TopKKernel",
@@ -105,7 +107,14 @@ class ReduceKernel:
     out_types: tuple[ColumnType, ...] = ()
     needs_keys = False  # whether apply() reads ctx.group_keys
 
-    def apply(self, group: np.ndarray, vals: np.ndarray, counts: np.ndarray, ngroups: int, ctx: KernelContext) -> Rows:
+    def apply(
+        self,
+        group: np.ndarray,
+        vals: np.ndarray,
+        counts: np.ndarray,
+        ngroups: int,
+        ctx: KernelContext,
+    ) -> Rows:
         raise NotImplementedError
 
 
@@ -120,8 +129,21 @@ class DistinctKernel(ReduceKernel):
     """Each present row once (the key is the whole row)."""
 
     def apply(self, group, vals, counts, ngroups, ctx):
-        g, v, c = _positive(group, vals, counts)
+        g, v, _ = _positive(group, vals, counts)
         return g, v, np.ones(g.shape[0], dtype=np.int64)
+
+
+class PresenceKernel(ReduceKernel):
+    """The key once if the group is present (has a row with positive count)."""
+
+    def apply(self, group, vals, counts, ngroups, ctx):
+        g, _, _ = _positive(group, vals, counts)
+        present = g[group_starts([g], g.shape[0])]
+        return (
+            present,
+            np.zeros((0, present.shape[0]), dtype=np.int64),
+            np.ones(present.shape[0], dtype=np.int64),
+        )
 
 
 class ThresholdKernel(ReduceKernel):
@@ -158,6 +180,8 @@ class AggregateKernel(ReduceKernel):
         starts = group_starts([g], g.shape[0])
         present = g[starts]
         out = np.empty((len(self.specs), present.shape[0]), dtype=np.int64)
+        if present.shape[0] == 0:
+            return present, out, np.zeros(0, dtype=np.int64)
         for i, s in enumerate(self.specs):
             out[i] = self._one(s, g, v, c, starts, ctx)
         return present, out, np.ones(present.shape[0], dtype=np.int64)
@@ -194,7 +218,9 @@ class AggregateKernel(ReduceKernel):
 class TopKKernel(ReduceKernel):
     """The first ``k`` rows of each group (with multiplicity), as the input rows."""
 
-    def __init__(self, k: int, order: Sequence[tuple[int, bool]], val_types: Sequence[ColumnType]) -> None:
+    def __init__(
+        self, k: int, order: Sequence[tuple[int, bool]], val_types: Sequence[ColumnType]
+    ) -> None:
         self.k = int(k)
         self.order = list(order)  # (value column, descending)
         ordered = {c for c, _ in self.order}
@@ -228,14 +254,18 @@ class GeneralKernel(ReduceKernel):
 
     needs_keys = True
 
-    def __init__(self, fn: Callable[[tuple, list[tuple[tuple, int]]], list[tuple[tuple, int]]], out_types: Sequence[ColumnType]) -> None:
+    def __init__(
+        self,
+        fn: Callable[[tuple, list[tuple[tuple, int]]], list[tuple[tuple, int]]],
+        out_types: Sequence[ColumnType],
+    ) -> None:
         self.fn = fn
         self.out_types = tuple(out_types)
 
     def apply(self, group, vals, counts, ngroups, ctx):
         g, v, c = _positive(group, vals, counts)
         starts = np.flatnonzero(group_starts([g], g.shape[0]))
-        ends = np.append(starts[1:], g.shape[0])
+        ends = np.append(starts[1:], g.shape[0]) if g.shape[0] else starts
         out_g, out_rows, out_m = [], [], []
         keys = ctx.group_keys
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
@@ -247,6 +277,14 @@ class GeneralKernel(ReduceKernel):
                 out_rows.append(tuple(out_vals))
                 out_m.append(int(mult))
         if not out_g:
-            return (np.zeros(0, dtype=np.int64), np.zeros((len(self.out_types), 0), dtype=np.int64), np.zeros(0, dtype=np.int64))
+            return (
+                np.zeros(0, dtype=np.int64),
+                np.zeros((len(self.out_types), 0), dtype=np.int64),
+                np.zeros(0, dtype=np.int64),
+            )
         data = np.asarray(out_rows, dtype=np.int64).reshape(len(out_rows), len(self.out_types)).T
-        return np.asarray(out_g, dtype=np.int64), np.ascontiguousarray(data), np.asarray(out_m, dtype=np.int64)
+        return (
+            np.asarray(out_g, dtype=np.int64),
+            np.ascontiguousarray(data),
+            np.asarray(out_m, dtype=np.int64),
+        )

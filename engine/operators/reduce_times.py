@@ -182,7 +182,9 @@ def candidate_grid(
             pos = _ceil_positions(o, v, new_owner, q[j])
             inside = pos < (lo + ln)[new_owner]
             ok &= inside
-            ceil[j] = np.where(inside, v[np.minimum(pos, max(v.shape[0] - 1, 0))] if v.shape[0] else 0, 0)
+            ceil[j] = np.where(
+                inside, v[np.minimum(pos, max(v.shape[0] - 1, 0))] if v.shape[0] else 0, 0
+            )
         if ok.any():
             p_owner_parts.append(new_owner[ok])
             p_times_parts.append(ceil[:, ok])

@@ -83,15 +83,15 @@ class TraceBatch:
         keys = np.take(keys, first, axis=1)
         vals = np.take(vals, first, axis=1)
         times = np.take(times, first, axis=1)
-        key_starts = group_starts([codes, *([] if layout.exact_codes else list(keys))], diffs.shape[0])
+        key_starts = group_starts(
+            [codes, *([] if layout.exact_codes else list(keys))], diffs.shape[0]
+        )
         kpos = np.flatnonzero(key_starts)
         offsets = np.append(kpos, diffs.shape[0]).astype(np.int64)
         return cls(codes[kpos], np.take(keys, kpos, axis=1), offsets, vals, times, diffs)
 
     @classmethod
-    def merge(
-        cls, layout: Layout, parts: list[TraceBatch], since: Antichain | None
-    ) -> TraceBatch:
+    def merge(cls, layout: Layout, parts: list[TraceBatch], since: Antichain | None) -> TraceBatch:
         """One batch holding all of ``parts``, compacted to ``since``."""
         dims = parts[0].dims if parts else 1
         parts = [p for p in parts if len(p)]
@@ -103,7 +103,9 @@ class TraceBatch:
         return cls.from_records(
             layout,
             np.concatenate([p.codes[r] for p, r in zip(parts, rk, strict=True)]),
-            np.concatenate([np.take(p.keys, r, axis=1) for p, r in zip(parts, rk, strict=True)], axis=1),
+            np.concatenate(
+                [np.take(p.keys, r, axis=1) for p, r in zip(parts, rk, strict=True)], axis=1
+            ),
             np.concatenate([p.vals for p in parts], axis=1),
             np.concatenate([p.times for p in parts], axis=1),
             np.concatenate([p.diffs for p in parts]),
@@ -133,6 +135,10 @@ class TraceBatch:
 
     def nbytes(self) -> int:
         return int(
-            self.codes.nbytes + self.keys.nbytes + self.offsets.nbytes
-            + self.vals.nbytes + self.times.nbytes + self.diffs.nbytes
+            self.codes.nbytes
+            + self.keys.nbytes
+            + self.offsets.nbytes
+            + self.vals.nbytes
+            + self.times.nbytes
+            + self.diffs.nbytes
         )

@@ -60,7 +60,9 @@ class History:
 
     __slots__ = ("diffs", "owner", "times", "vals")
 
-    def __init__(self, owner: np.ndarray, vals: np.ndarray, times: np.ndarray, diffs: np.ndarray) -> None:
+    def __init__(
+        self, owner: np.ndarray, vals: np.ndarray, times: np.ndarray, diffs: np.ndarray
+    ) -> None:
         self.owner = owner
         self.vals = vals
         self.times = times
@@ -109,7 +111,9 @@ class Spine:
 
     def compact(self) -> None:
         """Merge everything into one batch, advanced to ``since`` (physical compaction)."""
-        merged = TraceBatch.merge(self.layout, self.batches or [TraceBatch.empty(self.layout, self.dims)], self.since())
+        merged = TraceBatch.merge(
+            self.layout, self.batches or [TraceBatch.empty(self.layout, self.dims)], self.since()
+        )
         self.batches = [merged] if len(merged) else []
 
     # -- reading ------------------------------------------------------------------------

@@ -1,0 +1,184 @@
+"""Wire models, one family per resource (strict: unknown fields are rejected).
+
+Request bodies are parsed by the service with precise error paths; these models describe
+them (and the responses) in the OpenAPI document. numpy never appears here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ArrangementInfo",
+    "ColumnSpec",
+    "ErrorBody",
+    "LoadCreate",
+    "LoadPublic",
+    "RowsPublic",
+    "TableCreate",
+    "TableList",
+    "TablePublic",
+    "ViewCreate",
+    "ViewList",
+    "ViewPublic",
+    "WriteBody",
+    "WriteDone",
+    "WritePending",
+]
+
+Time = int | list[int]
+ColumnType = Literal["int", "float", "bool", "string"]
+NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ColumnSpec(Strict):
+    name: str = Field(pattern=NAME)
+    type: ColumnType
+
+
+class TableCreate(Strict):
+    name: str = Field(pattern=NAME)
+    columns: list[ColumnSpec] = Field(min_length=1)
+    primary_key: list[str] | None = None
+    timing: Literal["server", "client"] = "server"
+    time_dims: int = Field(1, ge=1, le=8)
+
+
+class TablePublic(Strict):
+    name: str
+    columns: list[ColumnSpec]
+    primary_key: list[str]
+    timing: Literal["server", "client"]
+    time_dims: int
+    frontier: list[Time]
+    rows: int
+    readers: list[str]
+
+
+class TableList(Strict):
+    tables: list[TablePublic]
+
+
+class Update(Strict):
+    insert: dict[str, Any] | None = None
+    delete: dict[str, Any] | None = None
+    upsert: dict[str, Any] | None = None
+    weight: int | None = None
+    data: dict[str, Any] | None = None
+    time: Time | None = None
+
+
+class WriteBody(Strict):
+    """Row form (``updates``) or columnar form (``columns``, ``diff``, ``time``)."""
+
+    updates: list[Update] | None = None
+    columns: dict[str, list[Any]] | None = None
+    diff: list[int] | None = None
+    time: Time | list[Time] | None = None
+    advance_to: Time | list[Time] | None = None
+
+
+class OutputUpdate(Strict):
+    data: dict[str, Any]
+    time: Time
+    diff: int
+
+
+class WriteDone(Strict):
+    token: str
+    times: list[Time]
+    frontier: list[Time]
+    status: Literal["done"]
+    latency_ms: float
+    outputs: dict[str, list[OutputUpdate]]
+
+
+class WritePending(Strict):
+    token: str
+    status: Literal["pending"]
+    times: list[Time] = []
+    frontier: list[Time] = []
+
+
+class ViewCreate(Strict):
+    name: str = Field(pattern=NAME)
+    query: dict[str, Any]
+
+
+class ArrangementInfo(Strict):
+    name: str
+    records: int
+    bytes: int
+    shared_with: list[str]
+
+
+class LatencySummary(Strict):
+    p50: float | None
+    p99: float | None
+
+
+class ViewPublic(Strict):
+    name: str
+    query: dict[str, Any]
+    columns: list[ColumnSpec]
+    inputs: list[str]
+    frontier: list[Time]
+    rows: int
+    arrangements: list[ArrangementInfo]
+    latency_ms: LatencySummary
+
+
+class ViewList(Strict):
+    views: list[ViewPublic]
+
+
+class Row(Strict):
+    data: dict[str, Any]
+    count: int
+
+
+class RowsPublic(Strict):
+    time: Time | None
+    frontier: list[Time]
+    rows: list[Row]
+
+
+class LoadSource(Strict):
+    path: str | None = None
+    format: Literal["parquet", "csv", "json", "orc"] | None = None
+    options: dict[str, Any] | None = None
+    table: str | None = None
+    sql: str | None = None
+
+
+class LoadCreate(Strict):
+    source: LoadSource
+    columns: dict[str, str] | None = None
+    where: str | None = None
+    mode: Literal["append", "replace"] = "append"
+    time: Time | None = None
+
+
+class LoadPublic(Strict):
+    id: str
+    table: str
+    state: Literal["queued", "running", "done", "failed", "cancelled"]
+    rows: int
+    rows_per_s: float | None
+    error: dict[str, Any] | None = None
+
+
+class ErrorDetail(Strict):
+    code: str
+    message: str
+    detail: Any = None
+
+
+class ErrorBody(Strict):
+    error: ErrorDetail

@@ -1,0 +1,132 @@
+"""Tables: create, list, describe, drop; writes over HTTP; write completions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from api.body import JsonObject, parse_json, read_body
+from api.deps import RuntimeDep
+from api.models import (
+    ErrorBody,
+    TableCreate,
+    TableList,
+    TablePublic,
+    WriteBody,
+    WriteDone,
+    WritePending,
+)
+from api.responses import JSONResponse
+from service.codec import frontier_to_wire
+from service.errors import Invalid, NotFound
+from service.ingest import parse_write
+from service.runtime import Runtime
+from service.writes import WriteCommand
+
+router = APIRouter(prefix="/v1", tags=["tables"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": ErrorBody} for s in (400, 404, 409, 413, 422)
+}
+PARSE_IN_THREAD_BYTES = 256 * 1024  # bodies larger than this are parsed off the event loop
+
+
+@router.post(
+    "/tables",
+    status_code=201,
+    response_model=None,
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"schema": TableCreate.model_json_schema()}},
+            "required": True,
+        }
+    },
+    responses={201: {"model": TablePublic}, **ERRORS},
+)
+async def create_table(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
+    desc = await rt.call(lambda: rt.catalog.create_table(body).describe())
+    return JSONResponse(desc, status_code=201)
+
+
+@router.get("/tables", response_model=None, responses={200: {"model": TableList}})
+async def list_tables(rt: RuntimeDep) -> JSONResponse:
+    tables = await rt.call(lambda: [t.describe() for t in rt.catalog.tables.values()])
+    return JSONResponse({"tables": tables})
+
+
+@router.get(
+    "/tables/{name}", response_model=None, responses={200: {"model": TablePublic}, **ERRORS}
+)
+async def get_table(name: str, rt: RuntimeDep) -> JSONResponse:
+    return JSONResponse(await rt.call(lambda: rt.catalog.table(name).describe()))
+
+
+@router.delete("/tables/{name}", status_code=204, response_class=Response, responses=ERRORS)
+async def drop_table(name: str, rt: RuntimeDep) -> Response:
+    await rt.call(lambda: rt.catalog.drop_table(name))
+    return Response(status_code=204)
+
+
+async def submit_write(
+    rt: Runtime, table: str, body: Any, arrival: float, big: bool
+) -> WriteCommand:
+    """Parse a write body (off the event loop when large) and queue it for the engine."""
+    shape = rt.table_shape(table)
+
+    def parse() -> WriteCommand:
+        parsed = parse_write(body, shape, rt.interner, rt.settings.max_batch)
+        return WriteCommand(table, parsed, arrival=arrival)
+
+    cmd = await asyncio.to_thread(parse) if big else parse()
+    return rt.submit_write(cmd)
+
+
+def pending_body(rt: Runtime, cmd: WriteCommand) -> dict[str, Any]:
+    t = rt.catalog.tables.get(cmd.table)
+    return cmd.pending_body(frontier_to_wire(t.frontier) if t is not None else [])
+
+
+@router.post(
+    "/tables/{name}/updates",
+    response_model=None,
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"schema": WriteBody.model_json_schema()}},
+            "required": True,
+        }
+    },
+    responses={200: {"model": WriteDone}, 202: {"model": WritePending}, **ERRORS},
+)
+async def write(name: str, request: Request, rt: RuntimeDep, wait: bool = True) -> JSONResponse:
+    arrival = time.perf_counter()
+    raw = await read_body(request)
+    body = parse_json(raw)
+    if not isinstance(body, dict):
+        raise Invalid("the body must be a JSON object", {"path": "body"}, "not_an_object")
+    cmd = await submit_write(rt, name, body, arrival, len(raw) > PARSE_IN_THREAD_BYTES)
+    if not wait:
+        await asyncio.wrap_future(cmd.accepted)
+        return JSONResponse(pending_body(rt, cmd), status_code=202)
+    result = await asyncio.wrap_future(cmd.stepped)
+    return JSONResponse(result, status_code=200 if result["status"] == "done" else 202)
+
+
+@router.get(
+    "/completions/{token}",
+    response_model=None,
+    responses={200: {"model": WriteDone}, 202: {"model": WritePending}, 404: {"model": ErrorBody}},
+)
+async def completion(token: str, rt: RuntimeDep) -> JSONResponse:
+    found = rt.completions.lookup(token)
+    if found is None:
+        raise NotFound(
+            f"no write with token {token!r} (finished writes are kept for a while)",
+            {"token": token},
+        )
+    state, value = found
+    if state == "done":
+        return JSONResponse(value, status_code=200)
+    assert isinstance(value, WriteCommand)
+    return JSONResponse(pending_body(rt, value), status_code=202)

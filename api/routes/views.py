@@ -1,0 +1,62 @@
+"""Views: create (hydrating from live tables), list, describe, drop, and reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from api.body import JsonObject
+from api.deps import RuntimeDep
+from api.models import ErrorBody, RowsPublic, ViewCreate, ViewList, ViewPublic
+from api.responses import JSONResponse
+
+router = APIRouter(prefix="/v1", tags=["views"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    s: {"model": ErrorBody} for s in (400, 404, 409, 413, 422)
+}
+
+
+@router.post(
+    "/views",
+    status_code=201,
+    response_model=None,
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"schema": ViewCreate.model_json_schema()}},
+            "required": True,
+        }
+    },
+    responses={201: {"model": ViewPublic}, **ERRORS},
+)
+async def create_view(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
+    def create() -> dict[str, Any]:
+        v = rt.catalog.create_view(body)
+        rt.step()  # hydrate from the current contents of what it reads
+        return rt.catalog.describe_view(v)
+
+    return JSONResponse(await rt.call(create), status_code=201)
+
+
+@router.get("/views", response_model=None, responses={200: {"model": ViewList}})
+async def list_views(rt: RuntimeDep) -> JSONResponse:
+    views = await rt.call(lambda: [rt.catalog.describe_view(v) for v in rt.catalog.views.values()])
+    return JSONResponse({"views": views})
+
+
+@router.get("/views/{name}", response_model=None, responses={200: {"model": ViewPublic}, **ERRORS})
+async def get_view(name: str, rt: RuntimeDep) -> JSONResponse:
+    return JSONResponse(await rt.call(lambda: rt.catalog.describe_view(rt.catalog.view(name))))
+
+
+@router.delete("/views/{name}", status_code=204, response_class=Response, responses=ERRORS)
+async def drop_view(name: str, rt: RuntimeDep) -> Response:
+    await rt.call(lambda: rt.catalog.drop_view(name))
+    return Response(status_code=204)
+
+
+@router.get(
+    "/views/{name}/rows", response_model=None, responses={200: {"model": RowsPublic}, **ERRORS}
+)
+async def rows(name: str, rt: RuntimeDep, as_of: str | None = None) -> JSONResponse:
+    return JSONResponse(await rt.call(lambda: rt.catalog.rows(rt.catalog.view(name), as_of)))

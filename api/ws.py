@@ -1,0 +1,120 @@
+"""WebSocket endpoints.
+
+``/v1/tables/{name}/updates``: each client frame is a write body plus an optional ``id``;
+frames are parsed and queued as they arrive (a client may pipeline without waiting), and
+acks go back in frame order. A bad frame gets an error frame with its ``id``; the socket
+stays open.
+
+``/v1/views/{name}/subscribe``: snapshot, diffs, progress and heartbeats from the view's
+:class:`~service.subscriptions.Subscriber`, in ``seq`` order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from api.body import parse_json
+from api.routes.tables import submit_write
+from service.errors import Invalid, ServiceError
+from service.runtime import Runtime
+from service.writes import WriteCommand
+
+router = APIRouter()
+
+
+def _error_frame(frame_id: Any, exc: ServiceError) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "id": frame_id,
+        "error": {"code": exc.code, "message": exc.message, "detail": exc.detail},
+    }
+
+
+@router.websocket("/v1/tables/{name}/updates")
+async def ws_updates(ws: WebSocket, name: str) -> None:
+    await ws.accept()
+    rt: Runtime = ws.app.state.runtime
+    acks: asyncio.Queue[tuple[Any, WriteCommand | ServiceError] | None] = asyncio.Queue()
+
+    async def send_acks() -> None:
+        while True:
+            item = await acks.get()
+            if item is None:
+                return
+            frame_id, work = item
+            if isinstance(work, ServiceError):
+                await ws.send_text(orjson.dumps(_error_frame(frame_id, work)).decode())
+                continue
+            try:
+                body = await asyncio.wrap_future(work.stepped)
+                await ws.send_text(orjson.dumps({"type": "ack", "id": frame_id, **body}).decode())
+            except ServiceError as exc:
+                await ws.send_text(orjson.dumps(_error_frame(frame_id, exc)).decode())
+
+    sender = asyncio.create_task(send_acks())
+    try:
+        while True:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                break
+            raw = msg.get("text") if msg.get("text") is not None else msg.get("bytes") or b""
+            arrival = time.perf_counter()
+            frame_id = None
+            try:
+                frame = parse_json(raw)
+                if not isinstance(frame, dict):
+                    raise Invalid(
+                        "a frame must be a JSON object (a write body plus an optional id)",
+                        {"path": "frame"},
+                        "not_an_object",
+                    )
+                frame_id = frame.pop("id", None)
+                cmd = await submit_write(rt, name, frame, arrival, len(raw) > 256 * 1024)
+                await acks.put((frame_id, cmd))
+            except ServiceError as exc:
+                await acks.put((frame_id, exc))
+    except WebSocketDisconnect:
+        pass
+    finally:
+        await acks.put(None)
+        with contextlib.suppress(Exception):
+            await sender
+
+
+@router.websocket("/v1/views/{name}/subscribe")
+async def ws_subscribe(
+    ws: WebSocket, name: str, snapshot: bool = True, progress: bool = True
+) -> None:
+    await ws.accept()
+    rt: Runtime = ws.app.state.runtime
+    loop = asyncio.get_running_loop()
+    try:
+        sub = await rt.call(lambda: rt.subscribe(name, snapshot, progress, loop))
+    except ServiceError as exc:
+        await ws.send_text(orjson.dumps(_error_frame(None, exc)).decode())
+        await ws.close()
+        return
+    heartbeat = rt.settings.heartbeat_s
+    try:
+        while True:
+            frame = sub.pop()
+            if frame is None:
+                if sub.finished:
+                    break
+                if not await sub.wait(heartbeat):
+                    sub.heartbeat()
+                continue
+            await ws.send_text(frame.decode())
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        with contextlib.suppress(ServiceError):
+            rt.submit(lambda: rt.unsubscribe(sub))
+        with contextlib.suppress(Exception):
+            await ws.close()

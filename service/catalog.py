@@ -1,0 +1,335 @@
+"""The catalog: tables and views by name, and everything that changes which exist.
+
+Runs on the engine thread only (the runtime serialises calls). Tables and views share one
+namespace. Creating a view compiles its plan into the engine graph; a plan that fails is
+rolled back (its operators dropped, new shared arrangements forgotten), so a rejected view
+leaves no trace. Dropping frees what nothing else reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine import Antichain, Arrangement, Collection, Graph, Schema, UpdateBatch, consolidate
+from engine.lattice import leq
+from engine.operators import AsCollection
+from service.codec import decode_rows, frontier_to_wire, time_from_wire, time_to_wire
+from service.errors import Conflict, Invalid, NotFound
+from service.history import history_frontier, latest_complete
+from service.ingest import TableShape
+from service.plan import NAME_RE, Domain, Sources, compile_plan
+from service.settings import Settings
+from service.shared import SharedArrangement, SharedArrangements
+from service.tables import TableState
+from service.views import ViewState
+
+__all__ = ["Catalog"]
+
+TYPES = ("int", "float", "bool", "string")
+
+
+class Catalog:
+    def __init__(self, graph: Graph, settings: Settings) -> None:
+        self.graph = graph
+        self.settings = settings
+        self.tables: dict[str, TableState] = {}
+        self.views: dict[str, ViewState] = {}
+        self.shared = SharedArrangements()
+        self.clock = 1  # the next server time; server-timed tables sit at frontier [clock]
+
+    # -- lookups --------------------------------------------------------------------------
+    def table(self, name: str) -> TableState:
+        t = self.tables.get(name)
+        if t is None:
+            raise NotFound(f"no table named {name!r}", {"name": name})
+        return t
+
+    def view(self, name: str) -> ViewState:
+        v = self.views.get(name)
+        if v is None:
+            raise NotFound(f"no view named {name!r}", {"name": name})
+        return v
+
+    def _check_new_name(self, name: Any, kind: str) -> str:
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise Invalid(f"{kind} name must match {NAME_RE.pattern}", {"path": "name"}, "bad_name")
+        if name in self.tables or name in self.views:
+            raise Conflict(f"the name {name!r} is taken", {"name": name}, "name_taken")
+        return name
+
+    # -- tables ---------------------------------------------------------------------------
+    def create_table(self, spec: dict[str, Any]) -> TableState:
+        name = self._check_new_name(spec.get("name"), "table")
+        columns = spec.get("columns")
+        if not isinstance(columns, list) or not columns:
+            raise Invalid(
+                "columns must be a non-empty list of {name, type}",
+                {"path": "columns"},
+                "bad_schema",
+            )
+        pairs = []
+        for i, c in enumerate(columns):
+            if not isinstance(c, dict) or set(c) != {"name", "type"}:
+                raise Invalid(
+                    f'columns[{i}] must be {{"name", "type"}}',
+                    {"path": f"columns[{i}]"},
+                    "bad_schema",
+                )
+            if not isinstance(c["name"], str) or not NAME_RE.match(c["name"]):
+                raise Invalid(
+                    f"columns[{i}].name must match {NAME_RE.pattern}",
+                    {"path": f"columns[{i}].name"},
+                    "bad_schema",
+                )
+            if c["type"] not in TYPES:
+                raise Invalid(
+                    f"columns[{i}].type must be one of {list(TYPES)}",
+                    {"path": f"columns[{i}].type"},
+                    "bad_schema",
+                )
+            pairs.append((c["name"], c["type"]))
+        names = [p[0] for p in pairs]
+        if len(set(names)) != len(names):
+            raise Invalid("column names must be distinct", {"path": "columns"}, "bad_schema")
+        schema = Schema.of(pairs)
+        pk = spec.get("primary_key") or []
+        if not isinstance(pk, list) or not all(isinstance(k, str) for k in pk):
+            raise Invalid(
+                "primary_key must be a list of column names", {"path": "primary_key"}, "bad_schema"
+            )
+        for k in pk:
+            if k not in names:
+                raise Invalid(
+                    f"primary_key names unknown column {k!r}", {"path": "primary_key"}, "bad_schema"
+                )
+        if len(set(pk)) != len(pk):
+            raise Invalid("primary_key repeats a column", {"path": "primary_key"}, "bad_schema")
+        timing = spec.get("timing", "server")
+        if timing not in ("server", "client"):
+            raise Invalid('timing must be "server" or "client"', {"path": "timing"}, "bad_schema")
+        dims = spec.get("time_dims", 1)
+        if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= 8:
+            raise Invalid(
+                "time_dims must be an integer from 1 to 8", {"path": "time_dims"}, "bad_schema"
+            )
+        if timing == "server" and dims != 1:
+            raise Invalid(
+                "server-timed tables have time_dims 1", {"path": "time_dims"}, "bad_schema"
+            )
+        shape = TableShape(name, schema, tuple(schema.indices(pk)), timing, dims)
+        start = Antichain([(self.clock,)]) if timing == "server" else Antichain.minimum(dims)
+        table = TableState(self.graph, shape, pk, start)
+        self.tables[name] = table
+        return table
+
+    def drop_table(self, name: str) -> None:
+        t = self.table(name)
+        if t.readers:
+            raise Conflict(
+                f"table {name!r} is read by view(s) {sorted(t.readers)}; drop them first",
+                {"readers": sorted(t.readers)},
+                "in_use",
+            )
+        t.history.release()
+        self.graph.drop(t.ops)
+        del self.tables[name]
+
+    # -- views ----------------------------------------------------------------------------
+    def _lookup(self, name: str) -> tuple[str, Domain] | None:
+        if name in self.tables:
+            return "table", self.tables[name].domain
+        if name in self.views:
+            return "view", self.views[name].domain
+        return None
+
+    def _source(self, name: str) -> Arrangement:
+        return self.tables[name].arrangement if name in self.tables else self.views[name].output
+
+    def create_view(self, spec: dict[str, Any]) -> ViewState:
+        name = self._check_new_name(spec.get("name"), "view")
+        if "query" not in spec:
+            raise Invalid("a view needs a 'query'", {"path": "query"}, "invalid_plan")
+        extra = sorted(set(spec) - {"name", "query"})
+        if extra:
+            raise Invalid(f"unknown field(s) {extra}", {"path": extra[0]}, "invalid_plan")
+        mark = len(self.graph.scope.operators)
+        created_shared: list[tuple[str, tuple[str, ...]]] = []
+        used_shared: list[SharedArrangement] = []
+
+        def arranged(source: str, keys: list[str]) -> Arrangement:
+            entry = self.shared.get(source, keys)
+            if entry is None:
+                coll = Collection(AsCollection(self.graph.scope, self._source(source).op))
+                entry = self.shared.create(source, keys, coll)
+                created_shared.append((source, tuple(keys)))
+            used_shared.append(entry)
+            return entry.arrangement
+
+        sources = Sources(
+            self._lookup,
+            lambda n: Collection(AsCollection(self.graph.scope, self._source(n).op)),
+            arranged,
+        )
+        try:
+            compiled = compile_plan(spec["query"], sources, self.settings.iterate_round_limit)
+            final = compiled.collection
+            output = (
+                Arrangement(final.op)
+                if hasattr(final.op, "spine") and final.op.scope is self.graph.scope
+                else final.arrange_by_self(name=name)
+            )  # type: ignore[arg-type]
+            capture = final.capture()
+        except Exception:
+            self._rollback(mark, created_shared)
+            raise
+        shared_ops = {id(op) for e in self.shared.entries.values() for op in e.ops}
+        ops = [op for op in self.graph.operators_since(mark) if id(op) not in shared_ops]
+        tables: set[str] = set()
+        for src in compiled.inputs:
+            if src in self.tables:
+                tables.add(src)
+                self.tables[src].readers.add(name)
+            else:
+                tables |= self.views[src].tables
+                self.views[src].readers.add(name)
+        for e in used_shared:
+            e.users.add(name)
+        view = ViewState(
+            name,
+            spec["query"],
+            final.schema,
+            compiled.inputs,
+            compiled.domain,
+            tables,
+            ops,
+            capture,
+            output,
+        )
+        self.views[name] = view
+        return view
+
+    def _rollback(self, mark: int, created: list[tuple[str, tuple[str, ...]]]) -> None:
+        for key in created:
+            entry = self.shared.entries.pop(key, None)
+            if entry is not None:
+                entry.history.release()
+        self.graph.drop(self.graph.operators_since(mark))
+
+    def drop_view(self, name: str) -> ViewState:
+        v = self.view(name)
+        if v.readers:
+            raise Conflict(
+                f"view {name!r} is read by view(s) {sorted(v.readers)}; drop them first",
+                {"readers": sorted(v.readers)},
+                "in_use",
+            )
+        for s in list(v.subscribers):
+            s.close(f"view {name!r} was dropped")
+        v.subscribers.clear()
+        v.history.release()
+        self.graph.drop(v.ops)
+        for entry in self.shared.release(name):
+            entry.history.release()
+            self.graph.drop(entry.ops)
+        for src in v.inputs:
+            if src in self.tables:
+                self.tables[src].readers.discard(name)
+            elif src in self.views:
+                self.views[src].readers.discard(name)
+        del self.views[name]
+        return v
+
+    def describe_view(self, v: ViewState) -> dict[str, Any]:
+        shared = [
+            (e.name, e.arrangement.op, sorted(e.users - {v.name}))
+            for e in self.shared.used_by(v.name)
+        ]
+        return v.describe(shared)  # type: ignore[arg-type]
+
+    def affected_views(self, table: str) -> list[str]:
+        return [n for n, v in self.views.items() if table in v.tables]
+
+    # -- compaction -----------------------------------------------------------------------
+    def advance_histories(self) -> None:
+        """Let traces forget what no read can name any more (see ``service.history``)."""
+        for t in self.tables.values():
+            _advance(t.history, history_frontier(t.frontier, t.history.frontier))
+            for e in self.shared.entries.values():
+                if e.source == t.name:
+                    _advance(e.history, history_frontier(t.frontier, e.history.frontier))
+        for v in self.views.values():
+            _advance(v.history, history_frontier(v.frontier, v.history.frontier))
+            for e in self.shared.entries.values():
+                if e.source == v.name:
+                    _advance(e.history, history_frontier(v.frontier, e.history.frontier))
+
+    # -- reads ----------------------------------------------------------------------------
+    def read_time(self, v: ViewState, as_of: str | None) -> tuple[int, ...] | None:
+        """The time a read names: ``as_of`` checked against the valid range, or the latest
+        complete time."""
+        since = v.history.frontier
+        if as_of is None:
+            if v.frontier.is_empty:
+                content = v.output.op.spine.content()
+                if len(content) == 0:
+                    return (
+                        tuple(int(x) for x in since.elements.max(axis=0))
+                        if not since.is_empty
+                        else None
+                    )
+                return tuple(int(x) for x in content.times.max(axis=1))
+            return latest_complete(v.frontier)
+        parts = as_of.split(",") if as_of else []
+        try:
+            values = [int(p) for p in parts]
+        except ValueError:
+            raise Invalid(
+                "as_of must be a time: an integer, or integers separated by commas",
+                {"path": "as_of"},
+                "bad_time",
+            ) from None
+        t = time_from_wire(
+            values[0] if len(values) == 1 and v.domain.dims == 1 else values, v.domain.dims, "as_of"
+        )
+        arr = np.asarray(t, dtype=np.int64).reshape(-1, 1)
+        complete = v.frontier.complete(arr)[0]
+        kept = since.beyond(arr)[0]
+        if not (complete and kept):
+            why = "is not complete yet" if not complete else "has been compacted away"
+            raise Conflict(
+                f"as_of {time_to_wire(t)} {why}; valid times are at or beyond "
+                f"{frontier_to_wire(since)} and not at or beyond the frontier "
+                f"{frontier_to_wire(v.frontier)}",
+                {"valid_from": frontier_to_wire(since), "frontier": frontier_to_wire(v.frontier)},
+                "time_unavailable",
+            )
+        return t
+
+    def rows_at(self, v: ViewState, t: tuple[int, ...] | None) -> UpdateBatch:
+        """The view's contents at ``t``: one update per row, its count as the diff."""
+        content = v.output.op.spine.content().to_updates(v.output.op.layout)
+        if t is None:
+            return UpdateBatch.empty(len(v.schema), v.domain.dims)
+        mask = leq(content.times, np.asarray(t, dtype=np.int64).reshape(-1, 1))
+        sel = content.take(mask)
+        flat = UpdateBatch(sel.data, np.zeros((1, len(sel)), dtype=np.int64), sel.diffs)
+        return consolidate(flat)
+
+    def rows(self, v: ViewState, as_of: str | None) -> dict[str, Any]:
+        t = self.read_time(v, as_of)
+        b = self.rows_at(v, t)
+        rows = decode_rows(b.data, v.schema, self.graph.interner)
+        return {
+            "time": time_to_wire(t) if t is not None else None,
+            "frontier": frontier_to_wire(v.frontier),
+            "rows": [
+                {"data": r, "count": int(c)} for r, c in zip(rows, b.diffs.tolist(), strict=True)
+            ],
+        }
+
+
+def _advance(reader: Any, frontier: Antichain) -> None:
+    if not reader.released and reader.frontier.precedes(frontier) and reader.frontier != frontier:
+        reader.advance(frontier)

@@ -1,0 +1,205 @@
+"""The wire format of values, rows, times and frontiers, and its columnar translation.
+
+Rows arrive as JSON objects with exactly the table's columns; they become one int64 storage
+array per column (``engine.schema``), strings interned on the way in. Outputs go back as
+``{"column": value}`` objects. Times are ints (one dimension) or lists of ``d`` ints;
+frontiers are lists of times. Every check names the offending field in ``detail.path``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from engine import Antichain, ColumnType, Schema, StringInterner, UpdateBatch
+from engine.schema import decode, encode
+from service.errors import Invalid
+
+__all__ = [
+    "ColumnBuilder",
+    "check_value",
+    "decode_rows",
+    "frontier_from_wire",
+    "frontier_to_wire",
+    "time_from_wire",
+    "time_to_wire",
+    "times_to_wire",
+]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_value(value: Any, ctype: ColumnType, path: str) -> Any:
+    """The value if it fits the column type, else Invalid naming ``path``."""
+    if ctype is ColumnType.INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise Invalid(
+                f"{path} must be an int, got {_kind(value)}", {"path": path}, "wrong_type"
+            )
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise Invalid(f"{path} does not fit in 64 bits", {"path": path}, "wrong_type")
+        return value
+    if ctype is ColumnType.FLOAT:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise Invalid(
+                f"{path} must be a number, got {_kind(value)}", {"path": path}, "wrong_type"
+            )
+        f = float(value)
+        if not math.isfinite(f):
+            raise Invalid(f"{path} must be a finite number", {"path": path}, "wrong_type")
+        return f
+    if ctype is ColumnType.BOOL:
+        if not isinstance(value, bool):
+            raise Invalid(
+                f"{path} must be true or false, got {_kind(value)}", {"path": path}, "wrong_type"
+            )
+        return value
+    if not isinstance(value, str):
+        raise Invalid(f"{path} must be a string, got {_kind(value)}", {"path": path}, "wrong_type")
+    return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a bool",
+        int: "an int",
+        float: "a float",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
+class ColumnBuilder:
+    """Collects checked rows column by column, then yields int64 storage arrays."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.names = schema.names
+        self.types = schema.types
+        self.values: list[list[Any]] = [[] for _ in schema.columns]
+
+    def add(self, row: Any, path: str) -> tuple:
+        """Check one row object; returns the row as a tuple of Python values."""
+        if not isinstance(row, dict):
+            raise Invalid(
+                f"{path} must be an object of column values, got {_kind(row)}",
+                {"path": path},
+                "wrong_type",
+            )
+        if len(row) != len(self.names) or any(n not in row for n in self.names):
+            unknown = sorted(set(row) - set(self.names))
+            missing = [n for n in self.names if n not in row]
+            what = (f"unknown column(s) {unknown}" if unknown else "") + (
+                ("; " if unknown else "") + f"missing column(s) {missing}" if missing else ""
+            )
+            raise Invalid(
+                f"{path}: {what}; the columns are {list(self.names)}",
+                {"path": path},
+                "wrong_columns",
+            )
+        out = tuple(
+            check_value(row[n], t, f"{path}.{n}")
+            for n, t in zip(self.names, self.types, strict=True)
+        )
+        for j, v in enumerate(out):
+            self.values[j].append(v)
+        return out
+
+    def storage(self, interner: StringInterner) -> np.ndarray:
+        n = len(self.values[0]) if self.values else 0
+        data = np.empty((len(self.types), n), dtype=np.int64)
+        for j, t in enumerate(self.types):
+            data[j] = encode_values(self.values[j], t, interner)
+        return data
+
+
+def encode_values(values: Sequence[Any], ctype: ColumnType, interner: StringInterner) -> np.ndarray:
+    if ctype is ColumnType.STRING:
+        return interner.intern_many(values)
+    dtype = {ColumnType.INT: np.int64, ColumnType.FLOAT: np.float64, ColumnType.BOOL: np.bool_}[
+        ctype
+    ]
+    return encode(np.asarray(values, dtype=dtype), ctype)
+
+
+def decode_columns(data: np.ndarray, schema: Schema, interner: StringInterner) -> list[list[Any]]:
+    """Storage columns back to lists of Python values."""
+    out = []
+    for j, t in enumerate(schema.types):
+        if t is ColumnType.STRING:
+            out.append(interner.lookup_many(data[j]))
+        else:
+            out.append(decode(data[j], t).tolist())
+    return out
+
+
+def decode_rows(data: np.ndarray, schema: Schema, interner: StringInterner) -> list[dict[str, Any]]:
+    cols = decode_columns(data, schema, interner)
+    names = schema.names
+    return (
+        [dict(zip(names, vals, strict=True)) for vals in zip(*cols, strict=True)]
+        if cols
+        else [{} for _ in range(data.shape[1])]
+    )
+
+
+def time_from_wire(value: Any, dims: int, path: str) -> tuple[int, ...]:
+    """A wire time as a tuple of ``dims`` non-negative ints."""
+    if dims == 1:
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise Invalid(f"{path} must be a non-negative integer time", {"path": path}, "bad_time")
+        return (value,)
+    if (
+        not isinstance(value, list)
+        or len(value) != dims
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value)
+    ):
+        raise Invalid(
+            f"{path} must be a list of {dims} non-negative integers", {"path": path}, "bad_time"
+        )
+    return tuple(value)
+
+
+def time_to_wire(t: Sequence[int]) -> int | list[int]:
+    return int(t[0]) if len(t) == 1 else [int(x) for x in t]
+
+
+def times_to_wire(times: np.ndarray) -> list[Any]:
+    """A ``(d, n)`` time array as wire times."""
+    if times.shape[0] == 1:
+        return times[0].tolist()
+    return times.T.tolist()
+
+
+def frontier_from_wire(value: Any, dims: int, path: str) -> Antichain:
+    """``advance_to``: a time or a list of times (an antichain); ``[]`` closes."""
+    if dims == 1:
+        items = value if isinstance(value, list) else [value]
+    elif (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        items = [value]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise Invalid(f"{path} must be a time or a list of times", {"path": path}, "bad_time")
+    times = [time_from_wire(v, dims, f"{path}[{i}]") for i, v in enumerate(items)]
+    return Antichain(times, dims) if times else Antichain.closed(dims)
+
+
+def frontier_to_wire(f: Antichain) -> list[Any]:
+    return f.to_list()
+
+
+def batch_time_keys(batch: UpdateBatch) -> list[tuple[int, ...]]:
+    return [tuple(int(x) for x in col) for col in batch.times.T]

@@ -1,0 +1,359 @@
+"""The ingest path: a write body becomes a columnar batch, checked whole.
+
+``parse_write`` runs where the request arrives and needs only the table's description:
+JSON shape, columns, types, time shapes, sizes. ``stage_write`` runs on the engine thread
+against the table's state: times at or beyond the frontier, frontier moves, primary keys
+(insert of a present key, delete of an absent row, upsert retracting the stored row). It
+returns a :class:`StagedWrite` and changes nothing; ``commit`` applies it. A write that fails
+either step leaves no trace.
+
+Encoding: each update's operation becomes a weight (insert +1, delete -1, weight w, upsert
++1 plus a retraction of the stored row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine import Antichain, ColumnType, Schema, StringInterner, UpdateBatch
+from engine.lattice import time_tuples
+from service.codec import (
+    ColumnBuilder,
+    check_value,
+    encode_values,
+    frontier_from_wire,
+    time_from_wire,
+)
+from service.errors import Conflict, Invalid, TooLarge
+
+__all__ = ["ParsedWrite", "StagedWrite", "TableShape", "parse_write"]
+
+INSERT, DELETE, UPSERT, WEIGHT = 0, 1, 2, 3
+OPS = {"insert": INSERT, "delete": DELETE, "upsert": UPSERT}
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """What parsing needs to know about a table."""
+
+    name: str
+    schema: Schema
+    primary_key: tuple[int, ...]
+    timing: str
+    dims: int
+
+
+@dataclass
+class ParsedWrite:
+    ops: np.ndarray  # (n,) INSERT / DELETE / UPSERT / WEIGHT
+    data: np.ndarray  # (k, n) storage
+    weights: np.ndarray  # (n,) int64
+    times: np.ndarray | None  # (d, n), None for server-timed tables
+    advance_to: Antichain | None
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.size = int(self.weights.shape[0])
+
+
+@dataclass
+class StagedWrite:
+    batch: UpdateBatch  # what enters the engine
+    times: list[tuple[int, ...]]  # distinct times of the write
+    advance_to: Antichain | None
+    pk_changes: dict[tuple, tuple | None]  # key -> stored row after the write (None: absent)
+    rows_delta: int
+
+
+def _invalid(path: str, message: str, code: str = "invalid_update") -> Invalid:
+    return Invalid(f"{path}: {message}", {"path": path}, code)
+
+
+def parse_write(
+    body: Any, shape: TableShape, interner: StringInterner, max_batch: int
+) -> ParsedWrite:
+    if not isinstance(body, dict):
+        raise _invalid("body", "a write is a JSON object")
+    allowed = {"updates", "columns", "diff", "time", "advance_to"}
+    extra = sorted(set(body) - allowed)
+    if extra:
+        raise _invalid(extra[0], f"unknown field; a write has {sorted(allowed)}")
+    if "updates" in body and "columns" in body:
+        raise _invalid("columns", "give either 'updates' or 'columns', not both")
+    if shape.timing == "server" and "advance_to" in body:
+        raise _invalid(
+            "advance_to", f"table {shape.name!r} is server-timed: the server moves its frontier"
+        )
+    default_time = None
+    if "time" in body and "updates" in body:
+        default_time = _time(body["time"], shape, "time")
+    if "columns" in body:
+        parsed = _parse_columnar(body, shape, interner, max_batch)
+    else:
+        updates = body.get("updates", [])
+        if not isinstance(updates, list):
+            raise _invalid("updates", "must be a list of updates")
+        if len(updates) > max_batch:
+            raise TooLarge(
+                f"{len(updates)} updates in one write; the limit is {max_batch} (--max-batch)",
+                {"limit": max_batch},
+                "batch_too_large",
+            )
+        parsed = _parse_rows(updates, shape, interner, default_time)
+    if "advance_to" in body:
+        parsed.advance_to = frontier_from_wire(body["advance_to"], shape.dims, "advance_to")
+    return parsed
+
+
+def _time(value: Any, shape: TableShape, path: str) -> tuple[int, ...]:
+    if shape.timing == "server":
+        raise _invalid(path, f"table {shape.name!r} is server-timed: the server stamps times")
+    return time_from_wire(value, shape.dims, path)
+
+
+def _parse_rows(
+    updates: list, shape: TableShape, interner: StringInterner, default_time: tuple | None
+) -> ParsedWrite:
+    builder = ColumnBuilder(shape.schema)
+    ops, weights, times = [], [], []
+    for i, u in enumerate(updates):
+        path = f"updates[{i}]"
+        if not isinstance(u, dict):
+            raise _invalid(path, 'an update is an object such as {"insert": row}')
+        keys = set(u) - {"time"}
+        if keys in ({"insert"}, {"delete"}, {"upsert"}):
+            kind = keys.pop()
+            op = OPS[kind]
+            if op == UPSERT and not shape.primary_key:
+                raise _invalid(
+                    f"{path}.upsert", f"table {shape.name!r} has no primary key; upsert needs one"
+                )
+            builder.add(u[kind], f"{path}.{kind}")
+            weights.append(-1 if op == DELETE else 1)
+        elif keys == {"weight", "data"}:
+            w = u["weight"]
+            if isinstance(w, bool) or not isinstance(w, int) or not -(2**62) < w < 2**62:
+                raise _invalid(f"{path}.weight", "must be an integer")
+            op = WEIGHT
+            builder.add(u["data"], f"{path}.data")
+            weights.append(w)
+        else:
+            raise _invalid(
+                path,
+                "an update has exactly one of insert, delete, upsert, or weight with data "
+                "(and an optional time)",
+            )
+        ops.append(op)
+        if "time" in u:
+            times.append(_time(u["time"], shape, f"{path}.time"))
+        elif shape.timing == "client":
+            if default_time is None:
+                raise _invalid(
+                    f"{path}.time",
+                    "client-timed tables need a time on each update or a default 'time'",
+                )
+            times.append(default_time)
+    t_arr = None
+    if shape.timing == "client":
+        t_arr = np.asarray(times, dtype=np.int64).reshape(len(times), shape.dims).T.copy()
+    return ParsedWrite(
+        np.asarray(ops, dtype=np.int64),
+        builder.storage(interner),
+        np.asarray(weights, dtype=np.int64),
+        t_arr,
+        None,
+    )
+
+
+def _parse_columnar(
+    body: dict, shape: TableShape, interner: StringInterner, max_batch: int
+) -> ParsedWrite:
+    cols = body["columns"]
+    if not isinstance(cols, dict):
+        raise _invalid("columns", "must be an object of column -> list of values")
+    names = shape.schema.names
+    unknown = sorted(set(cols) - set(names))
+    missing = [n for n in names if n not in cols]
+    if unknown or missing:
+        raise Invalid(
+            f"columns: unknown {unknown}, missing {missing}; the columns are {list(names)}",
+            {"path": "columns"},
+            "wrong_columns",
+        )
+    n = None
+    data = np.empty((len(names), 0), dtype=np.int64)
+    arrays = []
+    for name, t in zip(names, shape.schema.types, strict=True):
+        values = cols[name]
+        if not isinstance(values, list):
+            raise _invalid(f"columns.{name}", "must be a list of values")
+        if n is None:
+            n = len(values)
+            if n > max_batch:
+                raise TooLarge(
+                    f"{n} updates in one write; the limit is {max_batch} (--max-batch)",
+                    {"limit": max_batch},
+                    "batch_too_large",
+                )
+        elif len(values) != n:
+            raise _invalid(
+                f"columns.{name}", f"has {len(values)} values but the first column has {n}"
+            )
+        arrays.append(_check_column(values, t, f"columns.{name}", interner))
+    n = n or 0
+    if arrays:
+        data = np.stack(arrays)
+    diff = body.get("diff")
+    if diff is None:
+        weights = np.ones(n, dtype=np.int64)
+    else:
+        if not isinstance(diff, list) or len(diff) != n:
+            raise _invalid("diff", f"must be a list of {n} integers")
+        for i, d in enumerate(diff):
+            if isinstance(d, bool) or not isinstance(d, int) or not -(2**62) < d < 2**62:
+                raise _invalid(f"diff[{i}]", "must be an integer")
+        weights = np.asarray(diff, dtype=np.int64)
+    t_arr = None
+    if "time" in body:
+        value = body["time"]
+        per_row = (
+            isinstance(value, list)
+            and len(value) == n
+            and n > 0
+            and (shape.dims == 1 or all(isinstance(v, list) for v in value))
+            and not (
+                shape.dims > 1
+                and len(value) == shape.dims
+                and all(isinstance(v, int) for v in value)
+            )
+        )
+        if per_row:
+            ts = [_time(v, shape, f"time[{i}]") for i, v in enumerate(value)]
+        else:
+            ts = [_time(value, shape, "time")] * n
+        t_arr = np.asarray(ts, dtype=np.int64).reshape(n, shape.dims).T.copy()
+    elif shape.timing == "client":
+        raise _invalid("time", "client-timed tables need 'time' (one time, or one per row)")
+    ops = np.full(n, WEIGHT, dtype=np.int64)
+    return ParsedWrite(ops, data, weights, t_arr, None)
+
+
+def _check_column(values: list, t: ColumnType, path: str, interner: StringInterner) -> np.ndarray:
+    for i, v in enumerate(values):
+        check_value(v, t, f"{path}[{i}]")
+    return encode_values(values, t, interner)
+
+
+def stage_write(
+    parsed: ParsedWrite,
+    shape: TableShape,
+    frontier: Antichain,
+    pk_index: dict[tuple, tuple] | None,
+    server_time: int | None,
+) -> StagedWrite:
+    """Check a parsed write against the table's state; nothing is changed."""
+    n = parsed.size
+    if parsed.times is None:
+        times = np.full((1, n), server_time if server_time is not None else 0, dtype=np.int64)
+    else:
+        times = parsed.times
+    if n and parsed.times is not None:
+        early = ~frontier.beyond(times)
+        if early.any():
+            i = int(np.flatnonzero(early)[0])
+            t = time_tuples(times[:, i : i + 1])[0]
+            raise Conflict(
+                f"updates[{i}] is at time {t[0] if len(t) == 1 else list(t)}, not at or beyond "
+                f"the frontier {frontier.to_list()} of table {shape.name!r}",
+                {"path": f"updates[{i}].time", "frontier": frontier.to_list()},
+                "time_before_frontier",
+            )
+    if parsed.advance_to is not None and not frontier.precedes(parsed.advance_to):
+        raise Conflict(
+            f"advance_to {parsed.advance_to.to_list()} would move the frontier of table "
+            f"{shape.name!r} backwards from {frontier.to_list()}",
+            {"path": "advance_to", "frontier": frontier.to_list()},
+            "frontier_backwards",
+        )
+    data, weights = parsed.data, parsed.weights
+    changes: dict[tuple, tuple | None] = {}
+    if pk_index is not None and n:
+        data, weights, times, changes = _apply_keys(parsed, shape, pk_index, times)
+    batch = UpdateBatch(
+        np.ascontiguousarray(data), np.ascontiguousarray(times), np.ascontiguousarray(weights)
+    )
+    distinct = sorted(set(time_tuples(times))) if n else []
+    return StagedWrite(batch, distinct, parsed.advance_to, changes, int(weights.sum()) if n else 0)
+
+
+def _apply_keys(
+    parsed: ParsedWrite, shape: TableShape, index: dict[tuple, tuple], times: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[tuple, tuple | None]]:
+    """Primary-key semantics, update by update; returns the rows to send and the index changes."""
+    pk = list(shape.primary_key)
+    rows = parsed.data.T.tolist()
+    ops = parsed.ops.tolist()
+    weights = parsed.weights.tolist()
+    overlay: dict[tuple, tuple | None] = {}
+    out_rows, out_w, out_t = [], [], []
+    missing = object()
+    for i, (row_l, op, w) in enumerate(zip(rows, ops, weights, strict=True)):
+        row = tuple(row_l)
+        key = tuple(row[j] for j in pk)
+        current = overlay.get(key, missing)
+        if current is missing:
+            current = index.get(key)
+        path = f"updates[{i}]"
+        if op == UPSERT:
+            if current is not None:
+                out_rows.append(current)
+                out_w.append(-1)
+                out_t.append(i)
+            new: tuple | None = row
+            w = 1
+        else:
+            if op == INSERT:
+                w = 1
+            elif op == DELETE:
+                w = -1
+            if w == 0:
+                continue
+            if w == 1:
+                if current is not None:
+                    raise Invalid(
+                        f"{path}: key {_key_text(shape, key)} is already present in table "
+                        f"{shape.name!r}; use upsert to replace it",
+                        {"path": path},
+                        "key_present",
+                    )
+                new = row
+            elif w == -1:
+                if current != row:
+                    raise Invalid(
+                        f"{path}: the row is not present in table {shape.name!r}",
+                        {"path": path},
+                        "row_absent",
+                    )
+                new = None
+            else:
+                raise Invalid(
+                    f"{path}: a table with a primary key holds each key at most once; "
+                    "weight must be 1 or -1",
+                    {"path": f"{path}.weight"},
+                    "bad_weight",
+                )
+        overlay[key] = new
+        out_rows.append(row)
+        out_w.append(w)
+        out_t.append(i)
+    t_idx = np.asarray(out_t, dtype=np.int64)
+    data = np.asarray(out_rows, dtype=np.int64).reshape(len(out_rows), parsed.data.shape[0]).T
+    return data, np.asarray(out_w, dtype=np.int64), np.take(times, t_idx, axis=1), overlay
+
+
+def _key_text(shape: TableShape, key: tuple) -> str:
+    names = [shape.schema.columns[j].name for j in shape.primary_key]
+    return "(" + ", ".join(f"{n}={v}" for n, v in zip(names, key, strict=True)) + ")"

@@ -1,0 +1,519 @@
+"""The plan compiler: API.md's query plans to engine dataflows.
+
+``compile_plan`` walks the JSON tree once, checking every node and expression as it builds
+engine collections, and raises :class:`~service.errors.Invalid` with ``detail.path`` naming
+the offending node (``query.body.reach.left``). Tables and views enter through ``Sources``,
+which hands out each source once per plan and, for joins directly on a source, the shared
+arrangement of that source by those keys. The caller rolls back operators created by a plan
+that fails (see ``Runtime.create_view``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import (
+    Arrangement,
+    Collection,
+    ColumnType,
+    EngineError,
+    Expr,
+    ExpressionError,
+    call,
+    col,
+    iterate,
+    lit,
+)
+from service.errors import Invalid
+
+__all__ = ["NAME_RE", "CompiledPlan", "Domain", "Sources", "compile_plan", "parse_expr"]
+
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+TYPES = ("int", "float", "bool", "string")
+HOWS = ("inner", "semi", "anti")
+AGG_FNS = ("count", "sum", "min", "max", "count_distinct")
+NODE_FIELDS: dict[str, tuple[set[str], set[str]]] = {  # required, optional
+    "table": ({"name"}, set()),
+    "view": ({"name"}, set()),
+    "var": ({"name"}, set()),
+    "select": ({"input", "columns"}, set()),
+    "filter": ({"input", "where"}, set()),
+    "flat_map": ({"input", "as", "start", "stop"}, set()),
+    "concat": ({"inputs"}, set()),
+    "negate": ({"input"}, set()),
+    "join": ({"left", "right", "on"}, {"how", "columns"}),
+    "reduce": ({"input", "by", "aggregates"}, set()),
+    "distinct": ({"input"}, set()),
+    "threshold": ({"input", "at_least"}, set()),
+    "top_k": ({"input", "by", "order_by", "k"}, set()),
+    "iterate": ({"vars", "body", "result"}, {"max_iterations"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """A time domain: server-timed (one dimension) or client-timed with ``dims``."""
+
+    timing: str
+    dims: int
+
+    def describe(self) -> str:
+        return (
+            "server-timed"
+            if self.timing == "server"
+            else f"client-timed with time_dims {self.dims}"
+        )
+
+
+class Sources:
+    """What a plan may read: tables and views by name, as collections or shared arrangements."""
+
+    def __init__(
+        self,
+        lookup: Callable[[str], tuple[str, Domain] | None],
+        collection: Callable[[str], Collection],
+        arranged: Callable[[str, list[str]], Arrangement],
+    ) -> None:
+        self._lookup = lookup
+        self._collection = collection
+        self._arranged = arranged
+        self._collections: dict[str, Collection] = {}
+        self.inputs: list[str] = []
+        self.domain: Domain | None = None
+
+    def resolve(self, kind: str, name: Any, path: str) -> tuple[str, Domain]:
+        if not isinstance(name, str):
+            raise Invalid(f"{path}.name must be a string", {"path": f"{path}.name"}, "invalid_plan")
+        found = self._lookup(name)
+        if found is None or found[0] != kind:
+            raise Invalid(f"unknown {kind} {name!r}", {"path": path}, "unknown_name")
+        domain = found[1]
+        if self.domain is None:
+            self.domain = domain
+        elif self.domain != domain:
+            raise Invalid(
+                f"{kind} {name!r} is {domain.describe()} but the plan already reads "
+                f"{self.domain.describe()} inputs; a view reads one time domain",
+                {"path": path},
+                "mixed_domains",
+            )
+        if name not in self.inputs:
+            self.inputs.append(name)
+        return name, domain
+
+    def collection(self, name: str) -> Collection:
+        if name not in self._collections:
+            self._collections[name] = self._collection(name)
+        return self._collections[name]
+
+    def arranged(self, name: str, keys: list[str]) -> Arrangement:
+        return self._arranged(name, keys)
+
+
+@dataclass
+class CompiledPlan:
+    collection: Collection
+    inputs: list[str]
+    domain: Domain
+    arranged_root: Arrangement | None = None  # set when the root is already an arrangement
+
+
+@dataclass
+class _Env:
+    sources: Sources
+    round_limit: int
+    vars: list[dict[str, Collection]] = field(default_factory=list)
+
+    @property
+    def in_loop(self) -> bool:
+        return bool(self.vars)
+
+
+def compile_plan(
+    plan: Any, sources: Sources, round_limit: int, path: str = "query"
+) -> CompiledPlan:
+    env = _Env(sources, round_limit)
+    out = _compile(plan, env, path)
+    if sources.domain is None:
+        raise Invalid("a plan must read at least one table or view", {"path": path}, "invalid_plan")
+    return CompiledPlan(out, list(sources.inputs), sources.domain)
+
+
+# -- nodes ------------------------------------------------------------------------------------
+
+
+def _fail(path: str, message: str, code: str = "invalid_plan") -> Invalid:
+    return Invalid(f"{path}: {message}", {"path": path}, code)
+
+
+def _node(plan: Any, path: str) -> str:
+    if not isinstance(plan, dict):
+        raise _fail(path, "a plan node must be an object with an 'op'")
+    op = plan.get("op")
+    if op not in NODE_FIELDS:
+        raise _fail(path, f"unknown node {op!r}; nodes are {sorted(NODE_FIELDS)}", "unknown_node")
+    required, optional = NODE_FIELDS[op]
+    missing = sorted(required - set(plan))
+    if missing:
+        raise _fail(path, f"{op} needs field(s) {missing}")
+    extra = sorted(set(plan) - required - optional - {"op"})
+    if extra:
+        raise _fail(path, f"{op} has unknown field(s) {extra}")
+    return str(op)
+
+
+def _engine(path: str, fn: Callable[[], Collection]) -> Collection:
+    try:
+        return fn()
+    except ExpressionError as exc:
+        sub = ".".join(str(p) for p in exc.path)
+        full = f"{path}.{sub}" if sub else path
+        raise Invalid(f"{full}: {exc}", {"path": full}, "invalid_expression") from exc
+    except EngineError as exc:
+        raise Invalid(f"{path}: {exc}", {"path": path}, "invalid_plan") from exc
+
+
+def _names(value: Any, path: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(path, "must be a list of column names")
+    return list(value)
+
+
+def _check_columns(c: Collection, names: list[str], path: str) -> None:
+    for i, n in enumerate(names):
+        if n not in c.schema.names:
+            raise _fail(
+                f"{path}.{i}",
+                f"unknown column {n!r}; columns are {list(c.schema.names)}",
+                "unknown_column",
+            )
+
+
+def _out_name(name: str, path: str) -> None:
+    if not NAME_RE.match(name):
+        raise _fail(path, f"column name {name!r} must match {NAME_RE.pattern}")
+
+
+def _compile(plan: Any, env: _Env, path: str) -> Collection:
+    op = _node(plan, path)
+    if op in ("table", "view"):
+        name, _ = env.sources.resolve(op, plan["name"], path)
+        return env.sources.collection(name)
+    if op == "var":
+        name = plan["name"]
+        for scope in reversed(env.vars):
+            if name in scope:
+                return scope[name]
+        raise _fail(path, f"unknown var {name!r}", "unknown_var")
+    if op == "select":
+        inp = _compile(plan["input"], env, f"{path}.input")
+        cols = plan["columns"]
+        if not isinstance(cols, dict) or not cols:
+            raise _fail(f"{path}.columns", "must be a non-empty object of {out: EXPR}")
+        exprs = {}
+        for name, e in cols.items():
+            _out_name(name, f"{path}.columns.{name}")
+            exprs[name] = _bind_check(
+                inp, parse_expr(e, f"{path}.columns.{name}"), f"{path}.columns.{name}"
+            )
+        return _engine(path, lambda: inp.select(exprs))
+    if op == "filter":
+        inp = _compile(plan["input"], env, f"{path}.input")
+        where = parse_expr(plan["where"], f"{path}.where")
+        if (
+            _bind_check(inp, where, f"{path}.where") is not None
+            and inp.bind(where).type is not ColumnType.BOOL
+        ):
+            raise _fail(f"{path}.where", "must be a bool expression", "invalid_expression")
+        return _engine(path, lambda: inp.filter(where))
+    if op == "flat_map":
+        inp = _compile(plan["input"], env, f"{path}.input")
+        as_name = plan["as"]
+        if not isinstance(as_name, str):
+            raise _fail(f"{path}.as", "must be a column name")
+        _out_name(as_name, f"{path}.as")
+        if as_name in inp.schema.names:
+            raise _fail(f"{path}.as", f"column {as_name!r} already exists")
+        start = parse_expr(plan["start"], f"{path}.start")
+        stop = parse_expr(plan["stop"], f"{path}.stop")
+        for e, p in ((start, "start"), (stop, "stop")):
+            _bind_check(inp, e, f"{path}.{p}")
+            if inp.bind(e).type is not ColumnType.INT:
+                raise _fail(f"{path}.{p}", "must be an int expression", "invalid_expression")
+        return _engine(path, lambda: inp.flat_map(as_name, start, stop))
+    if op == "concat":
+        inputs = plan["inputs"]
+        if not isinstance(inputs, list) or not inputs:
+            raise _fail(f"{path}.inputs", "must be a non-empty list of plans")
+        parts = [_compile(p, env, f"{path}.inputs.{i}") for i, p in enumerate(inputs)]
+        first = parts[0].schema.types
+        for i, p in enumerate(parts[1:], 1):
+            if p.schema.types != first:
+                raise _fail(
+                    f"{path}.inputs.{i}",
+                    f"column types {[t.value for t in p.schema.types]} differ from the first "
+                    f"input's {[t.value for t in first]}",
+                    "type_mismatch",
+                )
+        return _engine(path, lambda: parts[0].concat(*parts[1:]) if len(parts) > 1 else parts[0])
+    if op == "negate":
+        inp = _compile(plan["input"], env, f"{path}.input")
+        return _engine(path, inp.negate)
+    if op == "join":
+        return _compile_join(plan, env, path)
+    if op == "reduce":
+        return _compile_reduce(plan, env, path)
+    if op in ("distinct", "threshold"):
+        inp = _compile(plan["input"], env, f"{path}.input")
+        if op == "distinct":
+            return _engine(path, inp.distinct)
+        k = plan["at_least"]
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise _fail(f"{path}.at_least", "must be an integer")
+        return _engine(path, lambda: inp.threshold(k))
+    if op == "top_k":
+        return _compile_top_k(plan, env, path)
+    return _compile_iterate(plan, env, path)
+
+
+def _bind_check(c: Collection, e: Expr, path: str) -> Expr:
+    try:
+        c.bind(e)
+    except ExpressionError as exc:
+        sub = ".".join(str(p) for p in exc.path)
+        full = f"{path}.{sub}" if sub else path
+        raise Invalid(f"{full}: {exc}", {"path": full}, "invalid_expression") from exc
+    return e
+
+
+def _source_of(plan: Any) -> str | None:
+    if (
+        isinstance(plan, dict)
+        and plan.get("op") in ("table", "view")
+        and isinstance(plan.get("name"), str)
+    ):
+        return str(plan["op"])
+    return None
+
+
+def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
+    how = plan.get("how", "inner")
+    if how not in HOWS:
+        raise _fail(f"{path}.how", f"must be one of {list(HOWS)}")
+    on = plan["on"]
+    if not isinstance(on, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in on
+    ):
+        raise _fail(f"{path}.on", "must be a list of [left column, right column] pairs")
+    lkeys, rkeys = [p[0] for p in on], [p[1] for p in on]
+    columns = plan.get("columns")
+    if columns is not None and how != "inner":
+        raise _fail(f"{path}.columns", "only an inner join takes 'columns'")
+    left = _compile(plan["left"], env, f"{path}.left")
+    right = _compile(plan["right"], env, f"{path}.right")
+    for i, (lk, rk) in enumerate(on):
+        if lk not in left.schema.names:
+            raise _fail(
+                f"{path}.on.{i}.0",
+                f"unknown left column {lk!r}; columns are {list(left.schema.names)}",
+                "unknown_column",
+            )
+        if rk not in right.schema.names:
+            raise _fail(
+                f"{path}.on.{i}.1",
+                f"unknown right column {rk!r}; columns are {list(right.schema.names)}",
+                "unknown_column",
+            )
+        lt, rt = left.schema.type_of(lk), right.schema.type_of(rk)
+        if lt != rt:
+            raise _fail(
+                f"{path}.on.{i}",
+                f"join key {lk!r} is {lt.value} but {rk!r} is {rt.value}",
+                "type_mismatch",
+            )
+    shared = not env.in_loop
+    r_arr = (
+        env.sources.arranged(plan["right"]["name"], rkeys)
+        if shared and _source_of(plan["right"])
+        else None
+    )
+    if how != "inner":
+        other: Collection | Arrangement = r_arr if r_arr is not None else right
+        return _engine(
+            path, lambda: left.join(other, on=list(zip(lkeys, rkeys, strict=True)), how=how)
+        )
+    parsed = None
+    if columns is not None:
+        if not isinstance(columns, dict) or not columns:
+            raise _fail(f"{path}.columns", "must be a non-empty object of {out: EXPR}")
+        parsed = {}
+        for name, e in columns.items():
+            _out_name(name, f"{path}.columns.{name}")
+            parsed[name] = parse_expr(e, f"{path}.columns.{name}")
+    l_arr = (
+        env.sources.arranged(plan["left"]["name"], lkeys)
+        if shared and _source_of(plan["left"])
+        else None
+    )
+
+    def build() -> Collection:
+        la = l_arr if l_arr is not None else left.arrange_by_key(lkeys)
+        ra = r_arr if r_arr is not None else right.arrange_by_key(rkeys)
+        if la.scope is not ra.scope:
+            return left.join(right, on=list(zip(lkeys, rkeys, strict=True)), columns=parsed)
+        return la.join(ra, parsed)
+
+    return _engine(f"{path}.columns" if parsed else path, build)
+
+
+def _compile_reduce(plan: dict, env: _Env, path: str) -> Collection:
+    inp = _compile(plan["input"], env, f"{path}.input")
+    by = _names(plan["by"], f"{path}.by")
+    _check_columns(inp, by, f"{path}.by")
+    aggs = plan["aggregates"]
+    if not isinstance(aggs, dict):
+        raise _fail(f"{path}.aggregates", "must be an object of {out: {fn, of?}}")
+    spec: dict[str, tuple[str, Expr | None]] = {}
+    for name, a in aggs.items():
+        p = f"{path}.aggregates.{name}"
+        _out_name(name, p)
+        if name in by:
+            raise _fail(p, f"aggregate {name!r} repeats a group column")
+        if not isinstance(a, dict) or "fn" not in a or set(a) - {"fn", "of"}:
+            raise _fail(p, 'must be {"fn": ..., "of"?: EXPR}')
+        fn = a["fn"]
+        if fn not in AGG_FNS:
+            raise _fail(
+                f"{p}.fn",
+                f"unknown aggregate {fn!r}; use one of {list(AGG_FNS)}",
+                "unknown_function",
+            )
+        if "of" not in a:
+            if fn != "count":
+                raise _fail(p, f"{fn} needs 'of'")
+            spec[name] = ("count", None)
+            continue
+        e = _bind_check(inp, parse_expr(a["of"], f"{p}.of"), f"{p}.of")
+        if fn == "sum" and not inp.bind(e).type.numeric:
+            raise _fail(f"{p}.of", "sum needs an int or float expression", "invalid_expression")
+        spec[name] = (fn, e)
+    return _engine(path, lambda: inp.reduce(by, spec))
+
+
+def _compile_top_k(plan: dict, env: _Env, path: str) -> Collection:
+    inp = _compile(plan["input"], env, f"{path}.input")
+    by = _names(plan["by"], f"{path}.by")
+    _check_columns(inp, by, f"{path}.by")
+    k = plan["k"]
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise _fail(f"{path}.k", "must be a non-negative integer")
+    order = plan["order_by"]
+    if not isinstance(order, list):
+        raise _fail(f"{path}.order_by", 'must be a list of {"col", "desc"?}')
+    spec = []
+    for i, o in enumerate(order):
+        p = f"{path}.order_by.{i}"
+        if not isinstance(o, dict) or "col" not in o or set(o) - {"col", "desc"}:
+            raise _fail(p, 'must be {"col": name, "desc"?: bool}')
+        if o["col"] not in inp.schema.names:
+            raise _fail(
+                f"{p}.col",
+                f"unknown column {o['col']!r}; columns are {list(inp.schema.names)}",
+                "unknown_column",
+            )
+        desc = o.get("desc", False)
+        if not isinstance(desc, bool):
+            raise _fail(f"{p}.desc", "must be true or false")
+        spec.append((o["col"], desc))
+    return _engine(path, lambda: inp.top_k(by, spec, k))
+
+
+def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
+    vars_, body, result = plan["vars"], plan["body"], plan["result"]
+    if not isinstance(vars_, dict) or not vars_:
+        raise _fail(f"{path}.vars", "must be a non-empty object of {name: PLAN}")
+    if not isinstance(body, dict) or set(body) != set(vars_):
+        raise _fail(f"{path}.body", f"must define exactly the vars {sorted(vars_)}")
+    if result not in vars_:
+        raise _fail(f"{path}.result", f"must name one of the vars {sorted(vars_)}", "unknown_var")
+    cap = plan.get("max_iterations")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        raise _fail(f"{path}.max_iterations", "must be a non-negative integer")
+    initial = {}
+    for name, p in vars_.items():
+        if not NAME_RE.match(name):
+            raise _fail(f"{path}.vars.{name}", f"var name {name!r} must match {NAME_RE.pattern}")
+        initial[name] = _compile(p, env, f"{path}.vars.{name}")
+
+    def body_fn(v: Mapping[str, Collection]) -> dict[str, Collection]:
+        env.vars.append(dict(v))
+        try:
+            out = {}
+            for name in vars_:
+                b = _compile(body[name], env, f"{path}.body.{name}")
+                if b.schema.types != initial[name].schema.types:
+                    raise _fail(
+                        f"{path}.body.{name}",
+                        f"has column types {[t.value for t in b.schema.types]} but var {name!r} "
+                        f"has {[t.value for t in initial[name].schema.types]}",
+                        "type_mismatch",
+                    )
+                out[name] = b
+            return out
+        finally:
+            env.vars.pop()
+
+    try:
+        results = iterate(initial, body_fn, cap, env.round_limit)
+    except EngineError as exc:
+        raise _fail(path, str(exc)) from exc
+    return results[result]
+
+
+# -- expressions ----------------------------------------------------------------------------
+
+
+def parse_expr(e: Any, path: str) -> Expr:
+    """EXPR: a string is a column, a number or bool a literal, ``{"lit": v}`` any literal,
+    ``{"fn": NAME, "args": [...], "to"?: type}`` a call."""
+    if isinstance(e, str):
+        return col(e)
+    if isinstance(e, bool):
+        return lit(e)
+    if isinstance(e, (int, float)):
+        if isinstance(e, int) and not -(2**63) <= e < 2**63:
+            raise _fail(path, "integer literal does not fit in 64 bits", "invalid_expression")
+        return lit(e)
+    if isinstance(e, dict):
+        if "lit" in e:
+            if set(e) != {"lit"}:
+                raise _fail(path, '{"lit": v} takes no other fields', "invalid_expression")
+            v = e["lit"]
+            if v is None or isinstance(v, (list, dict)):
+                raise _fail(
+                    path, "a literal is an int, float, bool or string", "invalid_expression"
+                )
+            return lit(v)
+        if "fn" in e:
+            if set(e) - {"fn", "args", "to"}:
+                raise _fail(
+                    path,
+                    f"unknown field(s) {sorted(set(e) - {'fn', 'args', 'to'})}",
+                    "invalid_expression",
+                )
+            args = e.get("args", [])
+            if not isinstance(args, list):
+                raise _fail(f"{path}.args", "must be a list of expressions", "invalid_expression")
+            to = e.get("to")
+            if to is not None and to not in TYPES:
+                raise _fail(f"{path}.to", f"must be one of {list(TYPES)}", "invalid_expression")
+            if to is not None and e["fn"] != "cast":
+                raise _fail(f"{path}.to", "only cast takes 'to'", "invalid_expression")
+            if not isinstance(e["fn"], str):
+                raise _fail(f"{path}.fn", "must be a function name", "unknown_function")
+            parsed = [parse_expr(a, f"{path}.args.{i}") for i, a in enumerate(args)]
+            return call(e["fn"], *parsed, to=to)
+    raise _fail(path, f"not an expression: {e!r}", "invalid_expression")

@@ -1,0 +1,407 @@
+"""The runtime: one engine thread that owns the graph, and the step loop.
+
+Everything that touches the engine runs on the engine thread, in the order it was
+submitted. The loop takes every queued command at once: consecutive writes are checked and
+applied one by one (each keeping its own time), then one ``graph.step()`` processes them all
+together — throughput grows with load and resolution never drops. A control command
+(create, drop, read, subscribe) runs between steps.
+
+After a step, each view's captured outputs at times its frontier calls complete become
+final: they are published to subscribers and answer the writes whose times they are. A write
+is done when its times are complete in its table and in every view that reads the table.
+
+``accept_write`` is the one place where a write is accepted (where a write-ahead log goes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import numpy as np
+
+from engine import Antichain, Graph, StringInterner, UpdateBatch, consolidate
+from engine.lattice import time_tuples
+from service.catalog import Catalog
+from service.codec import decode_rows, frontier_to_wire, time_to_wire
+from service.errors import NotFound, ServiceError
+from service.ingest import TableShape, stage_write
+from service.metrics import Metrics
+from service.settings import Settings
+from service.subscriptions import Subscriber
+from service.views import ViewState
+from service.writes import CompletionStore, WriteCommand, WriteState
+
+__all__ = ["Runtime"]
+
+log = logging.getLogger("difflow.runtime")
+T = TypeVar("T")
+
+
+class _Control:
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.future: Future = Future()
+
+
+class Runtime:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.graph = Graph()
+        self.catalog = Catalog(self.graph, settings)
+        self.completions = CompletionStore(settings.completions_kept)
+        self.metrics = Metrics(self)
+        self._queue: deque[WriteCommand | _Control] = deque()
+        self._cv = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
+        self._pending: list[WriteCommand] = []  # accepted, not yet done
+        self.steps = 0
+
+    @property
+    def interner(self) -> StringInterner:
+        return self.graph.interner
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        self._thread.join(timeout=30)
+        for v in self.catalog.views.values():
+            for s in list(v.subscribers):
+                s.close("server shutting down")
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._queue)
+
+    # -- submission (any thread) ------------------------------------------------------------
+    def submit(self, fn: Callable[[], T]) -> Future:
+        cmd = _Control(fn)
+        self._enqueue(cmd)
+        return cmd.future
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        return await asyncio.wrap_future(self.submit(fn))
+
+    def submit_write(self, cmd: WriteCommand) -> WriteCommand:
+        self._enqueue(cmd)
+        return cmd
+
+    def _enqueue(self, item: WriteCommand | _Control) -> None:
+        with self._cv:
+            if self._stopping:
+                raise ServiceError("the server is shutting down", code="shutting_down")
+            self._queue.append(item)
+            self._cv.notify()
+
+    def table_shape(self, name: str) -> TableShape:
+        t = self.catalog.tables.get(name)
+        if t is None:
+            raise NotFound(f"no table named {name!r}", {"name": name})
+        return t.shape
+
+    # -- the loop (engine thread) -----------------------------------------------------------
+    def _take(self) -> list[WriteCommand | _Control] | None:
+        with self._cv:
+            while not self._queue and not self._stopping:
+                self._cv.wait()
+            if self._stopping and not self._queue:
+                return None
+            items = list(self._queue)
+            self._queue.clear()
+            return items
+
+    def _loop(self) -> None:
+        while True:
+            items = self._take()
+            if items is None:
+                return
+            staged: list[WriteCommand] = []
+            for item in items:
+                if isinstance(item, WriteCommand):
+                    if self.accept_write(item):
+                        staged.append(item)
+                    continue
+                if staged:
+                    self._step(staged)
+                    staged = []
+                self._control(item)
+            if staged:
+                self._step(staged)
+
+    def _control(self, cmd: _Control) -> None:
+        try:
+            cmd.future.set_result(cmd.fn())
+        except BaseException as exc:
+            if not isinstance(exc, ServiceError):
+                log.exception("control command failed")
+            cmd.future.set_exception(exc)
+
+    def accept_write(self, cmd: WriteCommand) -> bool:
+        """Check a write against its table and apply it to the table's input, or reject it."""
+        try:
+            table = self.catalog.tables.get(cmd.table)
+            if table is None:
+                raise NotFound(f"no table named {cmd.table!r}", {"name": cmd.table})
+            server = table.shape.timing == "server"
+            staged = stage_write(
+                cmd.parsed,
+                table.shape,
+                table.frontier,
+                table.pk_index,
+                self.catalog.clock if server else None,
+            )
+        except ServiceError as exc:
+            cmd.reject(exc)
+            return False
+        if len(staged.batch):
+            table.handle.send(staged.batch)
+        if staged.advance_to is not None:
+            table.handle.advance_to(staged.advance_to)
+        if server:
+            self.catalog.clock += 1
+        if table.pk_index is not None:
+            for key, row in staged.pk_changes.items():
+                if row is None:
+                    table.pk_index.pop(key, None)
+                else:
+                    table.pk_index[key] = row
+        table.rows += staged.rows_delta
+        cmd.staged = staged
+        cmd.affected = self.catalog.affected_views(cmd.table)
+        cmd.state = WriteState.ACCEPTED
+        self._pending.append(cmd)
+        self.completions.add_pending(cmd)
+        self.metrics.updates.inc(len(staged.batch))
+        cmd.accepted.set_result(None)
+        return True
+
+    def step(self) -> None:
+        """Run one step now (engine thread): used after catalog changes to hydrate views."""
+        self._step([])
+
+    def _step(self, writes: list[WriteCommand]) -> None:
+        for t in self.catalog.tables.values():
+            if t.shape.timing == "server":
+                target = Antichain([(self.catalog.clock,)])
+                if t.frontier != target:
+                    t.handle.advance_to(target)
+        started = time.perf_counter()
+        try:
+            self.graph.step()
+        except Exception as exc:
+            log.exception("engine step failed")
+            err = ServiceError(
+                f"the engine failed while processing this write: {exc}", code="engine_failure"
+            )
+            for w in writes:
+                self._fail_pending(w, err)
+            raise
+        self.steps += 1
+        self.metrics.step_seconds.observe(time.perf_counter() - started)
+        for v in self.catalog.views.values():
+            self._collect(v)
+        self.catalog.advance_histories()
+        self._resolve()
+        for w in writes:
+            if w.state is WriteState.ACCEPTED:
+                table = self.catalog.tables.get(w.table)
+                w.settle(
+                    w.pending_body(frontier_to_wire(table.frontier) if table is not None else [])
+                )
+
+    def _fail_pending(self, w: WriteCommand, err: ServiceError) -> None:
+        if w in self._pending:
+            self._pending.remove(w)
+        self.completions.forget(w)
+        w.reject(err)
+
+    # -- outputs ----------------------------------------------------------------------------
+    def _collect(self, v: ViewState) -> None:
+        new = v.capture.drain()
+        frontier = v.capture.frontier
+        if len(new):
+            v.pending_out.append(new)
+        final = None
+        if v.pending_out:
+            allb = UpdateBatch.concat(v.pending_out, len(v.schema), v.domain.dims)
+            done = frontier.complete(allb.times)
+            final = allb.take(done)
+            rest = allb.take(~done)
+            v.pending_out = [rest] if len(rest) else []
+        moved = frontier != v.frontier
+        v.frontier = frontier
+        if final is not None and len(final):
+            final = consolidate(final)
+            v.rows += int(final.diffs.sum())
+            if any(v.name in w.affected for w in self._pending):
+                v.final_history.append(final)
+            self._publish(v, final)
+        if moved:
+            for s in list(v.subscribers):
+                if s.progress and not s.push(
+                    {"type": "progress", "frontier": frontier_to_wire(frontier)}
+                ):
+                    v.subscribers.discard(s)
+
+    def _publish(self, v: ViewState, final: UpdateBatch) -> None:
+        if not v.subscribers or not len(final):
+            return
+        for t, updates in _by_time(final, v, self.interner):
+            frame = {"type": "diff", "time": t, "updates": updates}
+            for s in list(v.subscribers):
+                if not s.push(frame):
+                    v.subscribers.discard(s)
+
+    def _resolve(self) -> None:
+        now = time.perf_counter()
+        still = []
+        for w in self._pending:
+            if self._complete(w):
+                self._finish(w, now)
+            else:
+                still.append(w)
+        self._pending = still
+        waiting = {name for w in still for name in w.affected}
+        for v in self.catalog.views.values():
+            if v.name not in waiting:
+                v.final_history.clear()
+
+    def _complete(self, w: WriteCommand) -> bool:
+        assert w.staged is not None
+        if not w.staged.times:
+            return True
+        times = np.asarray(w.staged.times, dtype=np.int64).T
+        table = self.catalog.tables.get(w.table)
+        if table is not None and not table.frontier.complete(times).all():
+            return False
+        for name in w.affected:
+            v = self.catalog.views.get(name)
+            if v is not None and not v.frontier.complete(times).all():
+                return False
+        return True
+
+    def _finish(self, w: WriteCommand, now: float) -> None:
+        assert w.staged is not None
+        latency_ms = (now - w.arrival) * 1000.0
+        wanted = set(w.staged.times)
+        outputs: dict[str, list[dict[str, Any]]] = {}
+        for name in w.affected:
+            v = self.catalog.views.get(name)
+            if v is None:
+                continue
+            outputs[name] = _outputs_at(v, wanted, self.interner)
+            v.latencies.append(latency_ms)
+        table = self.catalog.tables.get(w.table)
+        body = {
+            "token": w.token,
+            "times": [time_to_wire(t) for t in w.staged.times],
+            "frontier": frontier_to_wire(table.frontier) if table is not None else [],
+            "status": "done",
+            "latency_ms": round(latency_ms, 3),
+            "outputs": outputs,
+        }
+        w.state = WriteState.DONE
+        self.completions.finish(w, body)
+        self.metrics.write_latency.observe(latency_ms / 1000.0)
+        w.settle(body)
+        w.done.set_result(body)
+
+    # -- subscriptions (engine thread) --------------------------------------------------------
+    def subscribe(
+        self, view: str, snapshot: bool, progress: bool, loop: asyncio.AbstractEventLoop
+    ) -> Subscriber:
+        v = self.catalog.view(view)
+        sub = Subscriber(view, progress, self.settings.subscriber_buffer, loop)
+        if snapshot:
+            t = self.catalog.read_time(v, None)
+            b = self.catalog.rows_at(v, t)
+            rows = decode_rows(b.data, v.schema, self.interner)
+            updates = [
+                {"data": r, "diff": int(d)} for r, d in zip(rows, b.diffs.tolist(), strict=True)
+            ]
+            size = max(self.settings.snapshot_frame_rows, 1)
+            chunks = [updates[i : i + size] for i in range(0, len(updates), size)] or [[]]
+            for chunk in chunks:
+                sub.push(
+                    {
+                        "type": "snapshot",
+                        "time": time_to_wire(t) if t is not None else None,
+                        "updates": chunk,
+                    }
+                )
+            self._late_final(v, sub, t)
+        if progress:
+            sub.push({"type": "progress", "frontier": frontier_to_wire(v.frontier)})
+        v.subscribers.add(sub)
+        return sub
+
+    def _late_final(self, v: ViewState, sub: Subscriber, t: tuple[int, ...] | None) -> None:
+        """Final outputs at complete times not at or before the snapshot time (possible with
+        partially ordered times), as diff frames."""
+        content = v.output.op.spine.content().to_updates(v.output.op.layout)
+        if not len(content):
+            return
+        done = v.frontier.complete(content.times)
+        if t is not None:
+            done &= ~(content.times <= np.asarray(t, dtype=np.int64).reshape(-1, 1)).all(axis=0)
+        late = consolidate(content.take(done))
+        for tt, updates in _by_time(late, v, self.interner):
+            sub.push({"type": "diff", "time": tt, "updates": updates})
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        v = self.catalog.views.get(sub.view)
+        if v is not None:
+            v.subscribers.discard(sub)
+
+
+def _by_time(
+    batch: UpdateBatch, v: ViewState, interner: Any
+) -> list[tuple[Any, list[dict[str, Any]]]]:
+    """Updates grouped by time, times in lexicographic order (a linear extension)."""
+    if not len(batch):
+        return []
+    order = np.lexsort(batch.times[::-1])
+    b = batch.take(order)
+    rows = decode_rows(b.data, v.schema, interner)
+    diffs = b.diffs.tolist()
+    keys = time_tuples(b.times)
+    out: list[tuple[Any, list[dict[str, Any]]]] = []
+    current = None
+    for key, row, d in zip(keys, rows, diffs, strict=True):
+        if key != current:
+            out.append((time_to_wire(key), []))
+            current = key
+        out[-1][1].append({"data": row, "diff": d})
+    return out
+
+
+def _outputs_at(v: ViewState, wanted: set[tuple[int, ...]], interner: Any) -> list[dict[str, Any]]:
+    parts = []
+    for b in v.final_history:
+        keys = time_tuples(b.times)
+        mask = np.fromiter((k in wanted for k in keys), dtype=bool, count=len(keys))
+        if mask.any():
+            parts.append(b.take(mask))
+    if not parts:
+        return []
+    b = consolidate(UpdateBatch.concat(parts, len(v.schema), v.domain.dims))
+    rows = decode_rows(b.data, v.schema, interner)
+    times = time_tuples(b.times)
+    return [
+        {"data": r, "time": time_to_wire(t), "diff": int(d)}
+        for r, t, d in zip(rows, times, b.diffs.tolist(), strict=True)
+    ]

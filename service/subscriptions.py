@@ -1,0 +1,120 @@
+"""Subscribers: per-subscriber bounded frame queues filled by the engine thread.
+
+Invariants: ``seq`` counts from 0 without gaps in the order frames are sent; frames are
+assigned their ``seq`` and queued under one lock (the engine thread queues diffs and
+progress, the socket task queues heartbeats). A subscriber with more than ``limit`` frames
+unsent is closed: its unsent frames are dropped and a ``closed`` frame, numbered right after
+the last frame it was sent, tells it why. The engine never waits for a subscriber.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from enum import Enum
+from typing import Any
+
+import orjson
+
+__all__ = ["Subscriber", "SubscriberState"]
+
+
+class SubscriberState(Enum):
+    OPEN = "open"
+    CLOSING = "closing"  # a closed frame is queued; the socket closes after sending it
+    CLOSED = "closed"
+
+
+class Subscriber:
+    def __init__(
+        self, view: str, progress: bool, limit: int, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.view = view
+        self.progress = progress
+        self.limit = limit
+        self.loop = loop
+        self.state = SubscriberState.OPEN
+        self._frames: deque[bytes] = deque()
+        self._lock = threading.Lock()
+        self._next_seq = 0
+        self._sent_seq = -1
+        self._wake = asyncio.Event()
+
+    # -- producer side (engine thread and heartbeat task) ----------------------------------
+    def push(self, frame: dict[str, Any]) -> bool:
+        """Queue a frame; returns False (and closes the subscriber) when it is too far behind."""
+        with self._lock:
+            if self.state is not SubscriberState.OPEN:
+                return False
+            if len(self._frames) >= self.limit:
+                self._close_locked(
+                    f"subscriber too slow: more than {self.limit} frames unsent "
+                    "(--subscriber-buffer)"
+                )
+                return False
+            self._append_locked(frame)
+        self._notify()
+        return True
+
+    def close(self, reason: str) -> None:
+        with self._lock:
+            if self.state is SubscriberState.OPEN:
+                self._close_locked(reason)
+        self._notify()
+
+    def _close_locked(self, reason: str) -> None:
+        self._frames.clear()
+        self._next_seq = self._sent_seq + 1
+        self._append_locked({"type": "closed", "reason": reason})
+        self.state = SubscriberState.CLOSING
+
+    def _append_locked(self, frame: dict[str, Any]) -> None:
+        frame = {
+            "type": frame["type"],
+            "seq": self._next_seq,
+            **{k: v for k, v in frame.items() if k != "type"},
+        }
+        self._next_seq += 1
+        self._frames.append(orjson.dumps(frame))
+
+    def _notify(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the event loop is gone (shutting down)
+            self.loop.call_soon_threadsafe(self._wake.set)
+
+    # -- consumer side (the socket task) ---------------------------------------------------
+    @property
+    def unsent(self) -> int:
+        return len(self._frames)
+
+    def pop(self) -> bytes | None:
+        with self._lock:
+            if not self._frames:
+                return None
+            frame = self._frames.popleft()
+            self._sent_seq += 1
+            return frame
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait until frames are queued; False on timeout."""
+        if self._frames:
+            return True
+        self._wake.clear()
+        if self._frames:
+            return True
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def heartbeat(self) -> None:
+        with self._lock:
+            if self.state is SubscriberState.OPEN and not self._frames:
+                self._append_locked({"type": "heartbeat"})
+        self._notify()
+
+    @property
+    def finished(self) -> bool:
+        return self.state is not SubscriberState.OPEN and not self._frames

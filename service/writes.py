@@ -1,0 +1,102 @@
+"""Writes in flight and finished: commands for the engine thread, tokens, completions.
+
+A :class:`WriteCommand` moves through ``WriteState`` (received -> accepted -> done, or
+rejected). Three futures follow it: ``accepted`` resolves once the write is checked and
+applied to its input (or rejected with an error); ``stepped`` once the step that processed it
+is over, with the done body or, if its times still wait on a frontier, the pending body;
+``done`` once the outputs at all its times are final.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from service.ingest import ParsedWrite, StagedWrite
+
+__all__ = ["CompletionStore", "WriteCommand", "WriteState"]
+
+_tokens = itertools.count(1)
+
+
+class WriteState(Enum):
+    RECEIVED = "received"
+    ACCEPTED = "accepted"  # applied; waiting for its outputs to become final
+    DONE = "done"
+    REJECTED = "rejected"
+
+
+@dataclass(eq=False)
+class WriteCommand:
+    table: str
+    parsed: ParsedWrite
+    arrival: float = field(default_factory=time.perf_counter)
+    token: str = field(default_factory=lambda: f"w-{next(_tokens)}")
+    state: WriteState = WriteState.RECEIVED
+    accepted: Future = field(default_factory=Future)
+    stepped: Future = field(default_factory=Future)
+    done: Future = field(default_factory=Future)
+    staged: StagedWrite | None = None
+    affected: list[str] = field(default_factory=list)
+
+    def reject(self, error: BaseException) -> None:
+        self.state = WriteState.REJECTED
+        for f in (self.accepted, self.stepped, self.done):
+            if not f.done():
+                f.set_exception(error)
+
+    def settle(self, body: dict[str, Any]) -> None:
+        if not self.stepped.done():
+            self.stepped.set_result(body)
+
+    def pending_body(self, frontier: list[Any]) -> dict[str, Any]:
+        times = self.staged.times if self.staged is not None else []
+        return {
+            "token": self.token,
+            "times": [t[0] if len(t) == 1 else list(t) for t in times],
+            "frontier": frontier,
+            "status": "pending",
+        }
+
+
+class CompletionStore:
+    """Finished write bodies by token (bounded, oldest forgotten first) and pending ones."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._done: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._pending: dict[str, WriteCommand] = {}
+        self._lock = threading.Lock()
+
+    def add_pending(self, cmd: WriteCommand) -> None:
+        with self._lock:
+            self._pending[cmd.token] = cmd
+
+    def finish(self, cmd: WriteCommand, body: dict[str, Any]) -> None:
+        with self._lock:
+            self._pending.pop(cmd.token, None)
+            self._done[cmd.token] = body
+            while len(self._done) > self.keep:
+                self._done.popitem(last=False)
+
+    def forget(self, cmd: WriteCommand) -> None:
+        with self._lock:
+            self._pending.pop(cmd.token, None)
+
+    def lookup(self, token: str) -> tuple[str, dict[str, Any] | WriteCommand] | None:
+        with self._lock:
+            if token in self._done:
+                return "done", self._done[token]
+            if token in self._pending:
+                return "pending", self._pending[token]
+        return None
+
+    def pending(self) -> list[WriteCommand]:
+        with self._lock:
+            return list(self._pending.values())

@@ -1,0 +1,152 @@
+"""Trace batches and the spine: sorting, consolidation, key index, merging, compaction."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.batch import UpdateBatch
+from engine.consolidate import consolidate
+from engine.lattice import Antichain
+from engine.trace import Layout, Spine, TraceBatch
+
+updates = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 5), st.integers(-2, 2)),
+    max_size=40,
+)
+
+
+def batch_of(rows: list[tuple[int, int, int, int]]) -> UpdateBatch:
+    a = np.asarray(rows, dtype=np.int64).reshape(-1, 4).T
+    return UpdateBatch.build(a[:2], a[2:3], a[3])
+
+
+def as_counter(b: UpdateBatch) -> Counter:
+    c: Counter = Counter()
+    for k, v, t, d in zip(b.data[0], b.data[1], b.times[0], b.diffs, strict=True):
+        c[(int(k), int(v), int(t))] += int(d)
+    return Counter({k: v for k, v in c.items() if v})
+
+
+@given(updates)
+def test_consolidate_sums_and_drops_zeros(rows: list) -> None:
+    b = batch_of(rows)
+    c = consolidate(b)
+    assert as_counter(c) == as_counter(b)
+    assert (c.diffs != 0).all()
+    keys = list(zip(c.data[0], c.data[1], c.times[0], strict=True))
+    assert keys == sorted(set(keys))
+
+
+@given(updates)
+def test_trace_batch_index(rows: list) -> None:
+    layout = Layout.by_key(2, [0])
+    tb = TraceBatch.from_updates(layout, batch_of(rows))
+    assert as_counter(tb.to_updates(layout)) == as_counter(batch_of(rows))
+    assert (np.diff(tb.codes) > 0).all()  # one entry per key, sorted
+    assert (np.diff(tb.offsets) > 0).all()  # every key has a record
+    for i in range(tb.nkeys):
+        lo, hi = tb.offsets[i], tb.offsets[i + 1]
+        recs = list(zip(tb.vals[0][lo:hi], tb.times[0][lo:hi], strict=True))
+        assert recs == sorted(set(recs))
+
+
+@given(updates, st.integers(0, 6))
+def test_merge_compacts_to_since(rows: list, f: int) -> None:
+    layout = Layout.by_key(2, [0])
+    half = len(rows) // 2
+    a = TraceBatch.from_updates(layout, batch_of(rows[:half]))
+    b = TraceBatch.from_updates(layout, batch_of(rows[half:]))
+    merged = TraceBatch.merge(layout, [a, b], Antichain([(f,)]))
+    # every accumulation at a time >= f is preserved
+    full = as_counter(batch_of(rows))
+    got = as_counter(merged.to_updates(layout))
+    for t in range(f, 8):
+        acc_full: Counter = Counter()
+        acc_got: Counter = Counter()
+        for (k, v, s), d in full.items():
+            if s <= t:
+                acc_full[(k, v)] += d
+        for (k, v, s), d in got.items():
+            if s <= t:
+                acc_got[(k, v)] += d
+        assert +acc_full == +acc_got and -acc_full == -acc_got
+    assert all(s >= f for (_, _, s) in got)
+
+
+def test_spine_geometric_and_gather() -> None:
+    layout = Layout.by_key(2, [0])
+    spine = Spine(layout, 1)
+    rng = np.random.default_rng(0)
+    for t in range(200):
+        rows = [(int(k), int(v), t, 1) for k, v in rng.integers(0, 50, size=(5, 2))]
+        spine.insert(TraceBatch.from_updates(layout, batch_of(rows)))
+        sizes = [len(b) for b in spine.batches]
+        assert all(sizes[i] > 2 * sizes[i + 1] for i in range(len(sizes) - 1))
+    assert len(spine.batches) <= 12
+    q = np.asarray([3, 7, 999], dtype=np.int64)
+    h = spine.gather(q, q[None, :])
+    content = spine.content().to_updates(layout)
+    for qi, k in enumerate(q.tolist()):
+        expect = sorted(
+            (int(v), int(t), int(d))
+            for kk, v, t, d in zip(
+                content.data[0], content.data[1], content.times[0], content.diffs, strict=True
+            )
+            if kk == k
+        )
+        got = sorted(
+            (int(v), int(t), int(d))
+            for o, v, t, d in zip(h.owner, h.vals[0], h.times[0], h.diffs, strict=True)
+            if o == qi
+        )
+        assert got == expect
+
+
+def test_multi_column_keys_with_colliding_codes_stay_apart() -> None:
+    layout = Layout.by_key(3, [0, 1])
+    rows = np.asarray([[1, 2, 5], [2, 1, 6], [1, 2, 7]], dtype=np.int64).T
+    b = UpdateBatch.build(rows, np.zeros((1, 3), np.int64), np.ones(3, np.int64))
+    tb = TraceBatch.from_updates(layout, b)
+    # force a collision: all codes equal, keys distinct
+    forced = TraceBatch.from_records(
+        layout, np.zeros(3, np.int64), rows[:2], rows[2:], b.times, b.diffs
+    )
+    assert forced.nkeys == 2 and tb.nkeys == 2
+    spine = Spine(layout, 1)
+    spine.insert(forced)
+    h = spine.gather(np.zeros(1, np.int64), np.asarray([[1], [2]], dtype=np.int64))
+    assert sorted(h.vals[0].tolist()) == [5, 7]
+
+
+def test_sliding_window_memory_is_flat() -> None:
+    """Equal inserts and deletes with a reader that follows the frontier: bounded records."""
+    layout = Layout.by_key(2, [0])
+    spine = Spine(layout, 1)
+    reader = spine.reader(Antichain([(0,)]))
+    window = 100
+    sizes = []
+    for t in range(3000):
+        rows = [(t % 37, t, t, 1)]
+        if t >= window:
+            rows.append(((t - window) % 37, t - window, t, -1))
+        spine.insert(TraceBatch.from_updates(layout, batch_of(rows)))
+        reader.advance(Antichain([(t + 1,)]))
+        if t in (1000, 2999):
+            spine.compact()
+            sizes.append(spine.records())
+    assert sizes[0] == sizes[1] == window
+
+
+@settings(max_examples=30)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=4))
+def test_since_is_meet_of_readers(fs: list) -> None:
+    spine = Spine(Layout.by_self(1), 1)
+    readers = [spine.reader(Antichain([(f,)])) for f in fs]
+    assert spine.since() == Antichain([(min(fs),)])
+    readers[0].release()
+    rest = fs[1:]
+    assert spine.since() == (Antichain([(min(rest),)]) if rest else None)
