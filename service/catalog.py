@@ -254,16 +254,17 @@ class Catalog:
     # -- compaction -----------------------------------------------------------------------
     def advance_histories(self) -> None:
         """Let traces forget what no read can name any more (see ``service.history``)."""
+        w = self.settings.history
         for t in self.tables.values():
-            _advance(t.history, history_frontier(t.frontier, t.history.frontier))
+            _advance(t.history, history_frontier(t.frontier, w, t.history.frontier))
             for e in self.shared.entries.values():
                 if e.source == t.name:
-                    _advance(e.history, history_frontier(t.frontier, e.history.frontier))
+                    _advance(e.history, history_frontier(t.frontier, w, e.history.frontier))
         for v in self.views.values():
-            _advance(v.history, history_frontier(v.frontier, v.history.frontier))
+            _advance(v.history, history_frontier(v.frontier, w, v.history.frontier))
             for e in self.shared.entries.values():
                 if e.source == v.name:
-                    _advance(e.history, history_frontier(v.frontier, e.history.frontier))
+                    _advance(e.history, history_frontier(v.frontier, w, e.history.frontier))
 
     # -- reads ----------------------------------------------------------------------------
     def read_time(self, v: ViewState, as_of: str | None) -> tuple[int, ...] | None:

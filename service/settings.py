@@ -19,6 +19,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     data_dir: Path = field(default_factory=lambda: Path("./difflow-data"))
+    history: int = 1_000  # times kept queryable behind the frontier, per coordinate (--history)
     max_body_mb: int = 64
     max_batch: int = 1_000_000
     subscriber_buffer: int = 10_000

@@ -1,0 +1,1 @@
+"""Benchmarks that write figures to BENCHMARKS.md (never run as timed tests)."""

@@ -1,0 +1,208 @@
+"""The ``difflow`` command line: serve, tables, views, push, subscribe, peek, ls, drop, load.
+
+Every command but ``serve`` talks to the server at ``--url`` (``$DIFFLOW_URL``) through one
+``Client``. Failures print one line on standard error, ``error: <code>: <message>``, and exit
+with status 1; usage errors exit with status 2 (typer's own handling).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any
+
+import orjson
+import typer
+from typer.core import TyperGroup
+
+from clients.cli_load import load
+from clients.cli_push import push
+from clients.cli_records import InputError, open_input, parse_time
+from clients.cli_render import (
+    columns_text,
+    json_text,
+    rows_summary,
+    rows_table,
+    stdout,
+    tables_table,
+    views_table,
+)
+from clients.cli_state import CliState, client_of
+from clients.errors import DifflowError
+from clients.wire import DEFAULT_URL
+
+__all__ = ["app", "main"]
+
+
+class _ReportingGroup(TyperGroup):
+    """The root group: turns client and input errors into one line and exit status 1."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (DifflowError, InputError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+
+
+app = typer.Typer(cls=_ReportingGroup, no_args_is_help=True)
+table_app = typer.Typer(no_args_is_help=True, help="Manage tables.")
+view_app = typer.Typer(no_args_is_help=True, help="Manage views.")
+drop_app = typer.Typer(no_args_is_help=True, help="Drop a table or a view.")
+app.add_typer(table_app, name="table")
+app.add_typer(view_app, name="view")
+app.add_typer(drop_app, name="drop")
+app.command("push")(push)
+app.command("load")(load)
+
+
+class Timing(Enum):
+    server = "server"
+    client = "client"
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the raw answer as JSON.")]
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Option(envvar="DIFFLOW_URL", help="The server.")] = DEFAULT_URL,
+) -> None:
+    """difflow: incremental view maintenance as a service."""
+    if not isinstance(ctx.obj, CliState):
+        ctx.obj = CliState()
+    ctx.obj.url = url
+    ctx.call_on_close(ctx.obj.close)
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(envvar="DIFFLOW_HOST")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(envvar="DIFFLOW_PORT")] = 8000,
+    data_dir: Annotated[str | None, typer.Option(envvar="DIFFLOW_DATA_DIR")] = None,
+    max_body_mb: Annotated[int, typer.Option(envvar="DIFFLOW_MAX_BODY_MB")] = 64,
+    max_batch: Annotated[int, typer.Option(envvar="DIFFLOW_MAX_BATCH")] = 1_000_000,
+    subscriber_buffer: Annotated[int, typer.Option(envvar="DIFFLOW_SUBSCRIBER_BUFFER")] = 10_000,
+    heartbeat_s: Annotated[float, typer.Option(envvar="DIFFLOW_HEARTBEAT_S")] = 10.0,
+) -> None:
+    """Run the server (engine embedded; local Spark started on the first load)."""
+    import api.server
+
+    api.server.main(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        max_body_mb=max_body_mb,
+        max_batch=max_batch,
+        subscriber_buffer=subscriber_buffer,
+        heartbeat_s=heartbeat_s,
+    )
+
+
+def _column_spec(spec: str) -> tuple[str, str]:
+    name, sep, kind = spec.partition(":")
+    if not sep or not name or not kind:
+        raise typer.BadParameter(f"expected NAME:TYPE, not {spec!r}", param_hint="--column")
+    return name, kind
+
+
+@table_app.command("create")
+def table_create(
+    ctx: typer.Context,
+    name: str,
+    column: Annotated[list[str], typer.Option(help="NAME:TYPE, repeated in order.")],
+    primary_key: Annotated[
+        list[str] | None, typer.Option(help="Key column(s), repeated or comma-separated.")
+    ] = None,
+    timing: Annotated[Timing, typer.Option(help="Who stamps times.")] = Timing.server,
+    time_dims: Annotated[int, typer.Option(min=1)] = 1,
+) -> None:
+    """Create table NAME."""
+    columns = [_column_spec(spec) for spec in column]
+    key = (
+        [part for item in primary_key for part in item.split(",") if part] if primary_key else None
+    )
+    answer = client_of(ctx).create_table(name, columns, key, timing.value, time_dims)
+    typer.echo(f"created table {answer['name']} ({columns_text(answer['columns'])})")
+
+
+@view_app.command("create")
+def view_create(
+    ctx: typer.Context,
+    name: str,
+    file: Annotated[str, typer.Option("--file", "-f", help="Plan JSON file; - is stdin.")],
+) -> None:
+    """Create view NAME from a plan (API.md "Query plans")."""
+    with open_input(file) as stream:
+        text = stream.read()
+    try:
+        plan = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise typer.BadParameter(f"the plan is not JSON: {exc}", param_hint="--file") from exc
+    answer = client_of(ctx).create_view(name, plan)
+    typer.echo(f"created view {answer['name']} ({columns_text(answer.get('columns', []))})")
+
+
+@app.command()
+def subscribe(
+    ctx: typer.Context,
+    view: str,
+    snapshot: Annotated[bool, typer.Option(help="Start with the current contents.")] = True,
+    progress: Annotated[bool, typer.Option(help="Include progress frames.")] = True,
+) -> None:
+    """Print each frame of VIEW's subscription as one JSON line, as it arrives."""
+    try:
+        with client_of(ctx).subscribe(view, snapshot=snapshot, progress=progress) as frames:
+            for frame in frames:
+                typer.echo(json_text(frame))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def peek(
+    ctx: typer.Context,
+    view: str,
+    as_of: Annotated[str | None, typer.Option(help="A time, T or T1,T2.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show the rows of VIEW (at its latest complete time, or --as-of)."""
+    answer = client_of(ctx).rows(view, None if as_of is None else parse_time(as_of, "--as-of"))
+    if as_json:
+        typer.echo(json_text(answer))
+    else:
+        console = stdout()
+        console.print(rows_table(view, answer))
+        console.print(rows_summary(answer), markup=False)
+
+
+@app.command("ls")
+def list_all(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List tables and views."""
+    client = client_of(ctx)
+    tables, views = client.tables(), client.views()
+    if as_json:
+        typer.echo(json_text({"tables": tables, "views": views}))
+        return
+    console = stdout()
+    console.print(tables_table(tables))
+    console.print(views_table(views))
+
+
+@drop_app.command("table")
+def drop_table(ctx: typer.Context, name: str) -> None:
+    """Drop table NAME (refused while a view reads it)."""
+    client_of(ctx).drop_table(name)
+    typer.echo(f"dropped table {name}")
+
+
+@drop_app.command("view")
+def drop_view(ctx: typer.Context, name: str) -> None:
+    """Drop view NAME (refused while another view reads it)."""
+    client_of(ctx).drop_view(name)
+    typer.echo(f"dropped view {name}")
+
+
+def main() -> None:
+    """The ``difflow`` entry point."""
+    app()

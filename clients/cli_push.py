@@ -1,0 +1,151 @@
+"""``difflow push``: stream a JSON-lines or CSV file into a table over HTTP or WebSocket.
+
+Each batch of ``--batch`` updates is one write: one request over HTTP (waiting for its answer),
+or one frame with ``--ws`` (pipelined, at most ``WS_WINDOW`` frames unanswered). A progress bar
+on standard error counts the rows answered; the summary line on standard output gives rows,
+rows/s and the p50/p99 of the answers' ``latency_ms``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from clients.cli_records import Batch, csv_batches, jsonl_batches, open_input, parse_time
+from clients.cli_render import progress_bar
+from clients.cli_state import client_of
+from clients.client import Client
+from clients.endpoints import write_body
+from clients.wire import Time
+
+__all__ = ["WS_WINDOW", "InputFormat", "PushStats", "percentile", "push"]
+
+WS_WINDOW = 64
+"""Frames a ``--ws`` push keeps unanswered before it waits for acks."""
+
+Answered = Callable[[Mapping[str, Any], int], None]
+"""Called with each write's answer and the number of updates it carried."""
+
+
+class InputFormat(Enum):
+    jsonl = "jsonl"
+    csv = "csv"
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The nearest-rank ``p``-th percentile of ``values`` (not empty)."""
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
+
+
+@dataclass
+class PushStats:
+    """What the answers of a push said."""
+
+    writes: int = 0
+    rows: int = 0
+    pending: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+    def record(self, answer: Mapping[str, Any], size: int) -> None:
+        self.writes += 1
+        self.rows += size
+        if "latency_ms" in answer:
+            self.latencies_ms.append(float(answer["latency_ms"]))
+        if answer.get("status") == "pending":
+            self.pending += 1
+
+    def summary(self, table: str, unit: str) -> str:
+        elapsed = max(time.perf_counter() - self.started, 1e-9)
+        text = (
+            f"pushed {self.rows:,} rows to {table} in {self.writes:,} {unit}"
+            f" ({self.rows / elapsed:,.0f} rows/s); "
+        )
+        if self.latencies_ms:
+            p50, p99 = (percentile(self.latencies_ms, p) for p in (50, 99))
+            text += f"latency p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+        else:
+            text += "latency n/a"
+        if self.pending:
+            text += f"; {self.pending:,} writes pending until the frontier moves"
+        return text
+
+
+def push(
+    ctx: typer.Context,
+    table: Annotated[str, typer.Argument(help="The table to write to.")],
+    file: Annotated[str, typer.Option("--file", "-f", help="Input file; - is stdin.")] = "-",
+    input_format: Annotated[InputFormat, typer.Option("--format")] = InputFormat.jsonl,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Updates per write.")] = 1000,
+    at: Annotated[
+        str | None, typer.Option("--time", help="Default time of the updates: T or T1,T2.")
+    ] = None,
+    advance_to: Annotated[
+        str | None, typer.Option("--advance-to", help="Move the frontier here at the end.")
+    ] = None,
+    ws: Annotated[bool, typer.Option("--ws", help="Pipeline over one WebSocket.")] = False,
+) -> None:
+    """Write updates from JSON lines (rows or update objects) or CSV (header row) to TABLE."""
+    client = client_of(ctx)
+    default_time = None if at is None else parse_time(at, "--time")
+    frontier = None if advance_to is None else parse_time(advance_to, "--advance-to")
+    stats = PushStats()
+    with open_input(file) as stream, progress_bar() as bar:
+        if input_format is InputFormat.csv:
+            kinds = {c["name"]: c["type"] for c in client.table(table)["columns"]}
+            batches = csv_batches(stream, kinds, batch)
+        else:
+            batches = jsonl_batches(stream, batch)
+        task = bar.add_task(f"push {table}", total=None)
+
+        def answered(answer: Mapping[str, Any], size: int) -> None:
+            stats.record(answer, size)
+            bar.advance(task, size)
+
+        send = _push_ws if ws else _push_http
+        send(client, table, batches, default_time, frontier, answered)
+    typer.echo(stats.summary(table, "frames" if ws else "requests"))
+
+
+def _push_http(
+    client: Client,
+    table: str,
+    batches: Iterable[Batch],
+    default_time: Time | None,
+    frontier: Time | None,
+    answered: Answered,
+) -> None:
+    for b in batches:
+        answered(client.write(table, b.updates, columns=b.columns, time=default_time), b.size)
+    if frontier is not None:
+        client.write(table, advance_to=frontier)
+
+
+def _push_ws(
+    client: Client,
+    table: str,
+    batches: Iterable[Batch],
+    default_time: Time | None,
+    frontier: Time | None,
+    answered: Answered,
+) -> None:
+    sizes: deque[int] = deque()
+    with client.ws_writer(table) as writer:
+        for number, b in enumerate(batches):
+            writer.send(write_body(b.updates, columns=b.columns, time=default_time), id=number)
+            sizes.append(b.size)
+            while writer.pending >= WS_WINDOW:
+                answered(writer.recv(), sizes.popleft())
+        for answer in writer:
+            answered(answer, sizes.popleft())
+        if frontier is not None:
+            writer.send(write_body(advance_to=frontier), id="advance_to")
+            writer.recv()

@@ -1,0 +1,151 @@
+"""The one exception hierarchy of the difflow client; every failure a caller sees is one of these.
+
+An error answer from the server (``{"error": {"code", "message", "detail"}}``) becomes the
+class of its HTTP status; a failure to get any answer becomes ``ConnectionFailed``::
+
+    DifflowError              status, code, message, detail (any other status lands here)
+     ├── BadRequestError      400  the body was not JSON
+     ├── NotFoundError        404  unknown table, view, token or load
+     ├── ConflictError        409  name taken, still read, time not beyond the frontier
+     ├── TooLargeError        413  body or batch over the server's limit
+     ├── InvalidError         422  JSON that does not fit: columns, types, plans
+     ├── ServerError          5xx  the server failed
+     └── ConnectionFailed     no answer: refused, timed out, socket dropped (status None)
+
+WebSocket error frames carry no status; their ``code`` (the same codes the REST answers use)
+picks the class, and an unknown code gives a plain ``DifflowError`` with ``status`` None.
+Foreign exceptions (httpx, websockets) are translated where they are caught, with
+``raise ... from exc``, so the cause stays attached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "BadRequestError",
+    "ConflictError",
+    "ConnectionFailed",
+    "DifflowError",
+    "InvalidError",
+    "NotFoundError",
+    "ServerError",
+    "TooLargeError",
+    "error_from_body",
+    "error_from_frame",
+]
+
+
+class DifflowError(Exception):
+    """An error answer from the server (or, for ``ConnectionFailed``, a failure to get one).
+
+    ``frame_id`` is the ``id`` of the WebSocket frame the error answers, if any.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str = "error",
+        detail: Any = None,
+        frame_id: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.detail = detail
+        self.frame_id = frame_id
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class BadRequestError(DifflowError):
+    """400: the request body was not JSON (or not an object)."""
+
+
+class NotFoundError(DifflowError):
+    """404: unknown table, view, completion token or load."""
+
+
+class ConflictError(DifflowError):
+    """409: name taken, dropping something still read, time not beyond the frontier."""
+
+
+class TooLargeError(DifflowError):
+    """413: body or batch over the server's ``--max-body-mb`` / ``--max-batch``."""
+
+
+class InvalidError(DifflowError):
+    """422: JSON that does not fit (unknown column, wrong type, wrong arity, bad plan)."""
+
+
+class ServerError(DifflowError):
+    """5xx: the server failed while handling a valid request."""
+
+
+class ConnectionFailed(DifflowError):
+    """No answer from the server: connection refused or dropped, timeout, bad URL."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code="connection_failed")
+
+
+_BY_STATUS: dict[int, type[DifflowError]] = {
+    400: BadRequestError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: TooLargeError,
+    422: InvalidError,
+}
+
+_STATUS_BY_CODE: dict[str, int] = {
+    "bad_request": 400,
+    "not_found": 404,
+    "conflict": 409,
+    "too_large": 413,
+    "invalid": 422,
+    "internal": 500,
+}
+
+
+def _error_class(status: int | None) -> type[DifflowError]:
+    if status is None:
+        return DifflowError
+    if status >= 500:
+        return ServerError
+    return _BY_STATUS.get(status, DifflowError)
+
+
+def error_from_body(status: int, body: Any, reason: str = "") -> DifflowError:
+    """The typed error for an HTTP error answer; ``body`` is its decoded JSON (or anything
+    else when the answer was not the documented error object)."""
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if not isinstance(error, Mapping):
+        message = reason or f"HTTP {status}"
+        return _error_class(status)(message, status=status, code=f"http_{status}", detail=body)
+    return _error_class(status)(
+        str(error.get("message", reason)),
+        status=status,
+        code=str(error.get("code", f"http_{status}")),
+        detail=error.get("detail"),
+    )
+
+
+def error_from_frame(frame: Mapping[str, Any]) -> DifflowError:
+    """The typed error for a WebSocket ``{"type": "error", "id", "error": {...}}`` frame."""
+    error = frame.get("error")
+    if not isinstance(error, Mapping):
+        error = {}
+    code = str(error.get("code", "error"))
+    status = _STATUS_BY_CODE.get(code)
+    return _error_class(status)(
+        str(error.get("message", "error frame from the server")),
+        status=status,
+        code=code,
+        detail=error.get("detail"),
+        frame_id=frame.get("id"),
+    )

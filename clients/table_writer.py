@@ -1,0 +1,165 @@
+"""Pipelined table writes over ``WS /v1/tables/{name}/updates``.
+
+``TableWriter`` (sync) and ``AsyncTableWriter`` are mirrors. ``send(body, id)`` puts one write
+body on the wire and returns at once; the server answers every frame, in order, with an ack
+(the write answer plus ``"type": "ack"`` and the frame's ``id``) or an error frame, which
+``recv()`` raises as its typed ``DifflowError`` (``frame_id`` set; the socket stays open).
+``pending`` counts frames not yet answered, and iterating a writer yields the answers of every
+frame sent so far, then stops. The connection opens on entering the context manager or on
+the first send; keep the number of unanswered frames bounded on long streams, or the acks
+queued on the socket will eventually stall both sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+from clients.errors import ConnectionFailed
+from clients.websocket import (
+    TRANSPORT_ERRORS,
+    AsyncConnect,
+    AsyncConnection,
+    SyncConnect,
+    SyncConnection,
+    closed_error,
+    decode_frame,
+    encode_frame,
+    open_error,
+)
+
+__all__ = ["AsyncTableWriter", "TableWriter"]
+
+_NOTHING_PENDING = "every frame sent has been answered: nothing to receive"
+
+
+class TableWriter:
+    """Pipelined writes to one table; use as a context manager."""
+
+    def __init__(self, url: str, connect: SyncConnect) -> None:
+        self.url = url
+        self._connect = connect
+        self._connection: SyncConnection | None = None
+        self._closed = False
+        self._pending = 0
+
+    def __enter__(self) -> TableWriter:
+        self._open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def pending(self) -> int:
+        """Frames sent whose answer has not been received yet."""
+        return self._pending
+
+    def send(self, body: Mapping[str, Any], id: Any = None) -> None:
+        """Send one write body (see ``write_body``), tagged with ``id``; do not wait."""
+        connection = self._open()
+        try:
+            connection.send(encode_frame(body, id))
+        except TRANSPORT_ERRORS as exc:
+            raise closed_error(self.url, exc) from exc
+        self._pending += 1
+
+    def recv(self) -> dict[str, Any]:
+        """The next answer: an ack dict, or the typed error of an error frame."""
+        if not self._pending:
+            raise RuntimeError(_NOTHING_PENDING)
+        connection = self._open()
+        try:
+            message = connection.recv()
+        except TRANSPORT_ERRORS as exc:
+            raise closed_error(self.url, exc) from exc
+        self._pending -= 1
+        return decode_frame(message)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while self._pending:
+            yield self.recv()
+
+    def close(self) -> None:
+        """Close the connection; answers not yet received are lost."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def _open(self) -> SyncConnection:
+        if self._connection is None:
+            if self._closed:
+                raise ConnectionFailed(f"writer {self.url} is closed")
+            try:
+                self._connection = self._connect(self.url)
+            except TRANSPORT_ERRORS as exc:
+                self._closed = True
+                raise open_error(self.url, exc) from exc
+        return self._connection
+
+
+class AsyncTableWriter:
+    """The async mirror of ``TableWriter``; use with ``async with``."""
+
+    def __init__(self, url: str, connect: AsyncConnect) -> None:
+        self.url = url
+        self._connect = connect
+        self._connection: AsyncConnection | None = None
+        self._closed = False
+        self._pending = 0
+
+    async def __aenter__(self) -> AsyncTableWriter:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def pending(self) -> int:
+        """Frames sent whose answer has not been received yet."""
+        return self._pending
+
+    async def send(self, body: Mapping[str, Any], id: Any = None) -> None:
+        """Send one write body tagged with ``id``; do not wait for its ack."""
+        connection = await self._open()
+        try:
+            await connection.send(encode_frame(body, id))
+        except TRANSPORT_ERRORS as exc:
+            raise closed_error(self.url, exc) from exc
+        self._pending += 1
+
+    async def recv(self) -> dict[str, Any]:
+        """The next answer: an ack dict, or the typed error of an error frame."""
+        if not self._pending:
+            raise RuntimeError(_NOTHING_PENDING)
+        connection = await self._open()
+        try:
+            message = await connection.recv()
+        except TRANSPORT_ERRORS as exc:
+            raise closed_error(self.url, exc) from exc
+        self._pending -= 1
+        return decode_frame(message)
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        while self._pending:
+            yield await self.recv()
+
+    async def aclose(self) -> None:
+        """Close the connection; answers not yet received are lost."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+    async def _open(self) -> AsyncConnection:
+        if self._connection is None:
+            if self._closed:
+                raise ConnectionFailed(f"writer {self.url} is closed")
+            try:
+                self._connection = await self._connect(self.url)
+            except TRANSPORT_ERRORS as exc:
+                self._closed = True
+                raise open_error(self.url, exc) from exc
+        return self._connection

@@ -1,0 +1,107 @@
+"""WebSocket plumbing shared by subscriptions and table writers: connections, frames, errors.
+
+A connection is anything with websockets' ``send(text)``, ``recv()`` and ``close()`` (awaitable
+for the async side); ``connect_sync`` / ``connect_async`` open real ones and are the defaults
+of ``Client`` / ``AsyncClient``, which accept any other connect function (tests pass
+in-memory connections). Frames are JSON text. Failures from websockets or the socket are
+translated here: a refused handshake becomes the typed error of its HTTP status, anything
+else ``ConnectionFailed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeAlias
+
+import orjson
+from websockets.asyncio.client import connect as _connect_async
+from websockets.exceptions import InvalidStatus, WebSocketException
+from websockets.sync.client import connect as _connect_sync
+
+from clients.errors import ConnectionFailed, DifflowError, error_from_body, error_from_frame
+from clients.wire import dumps, loads
+
+__all__ = [
+    "TRANSPORT_ERRORS",
+    "AsyncConnect",
+    "AsyncConnection",
+    "SyncConnect",
+    "SyncConnection",
+    "closed_error",
+    "connect_async",
+    "connect_sync",
+    "decode_frame",
+    "encode_frame",
+    "open_error",
+]
+
+TRANSPORT_ERRORS = (OSError, WebSocketException)
+"""What a socket or websockets may raise (``TimeoutError`` is an ``OSError``)."""
+
+
+class SyncConnection(Protocol):
+    def send(self, message: str) -> None: ...
+
+    def recv(self) -> str | bytes: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncConnection(Protocol):
+    async def send(self, message: str) -> None: ...
+
+    async def recv(self) -> str | bytes: ...
+
+    async def close(self) -> None: ...
+
+
+SyncConnect: TypeAlias = Callable[[str], SyncConnection]
+AsyncConnect: TypeAlias = Callable[[str], Awaitable[AsyncConnection]]
+
+
+def connect_sync(url: str) -> SyncConnection:
+    """A websockets connection to ``url`` (frames unbounded: the server bounds its own)."""
+    return _connect_sync(url, max_size=None)
+
+
+def connect_async(url: str) -> Awaitable[AsyncConnection]:
+    """An awaitable websockets connection to ``url`` (frames unbounded, as above)."""
+    return _connect_async(url, max_size=None)
+
+
+def open_error(url: str, exc: BaseException) -> DifflowError:
+    """The error for a failed handshake: the server's own error answer if it sent one."""
+    if isinstance(exc, InvalidStatus):
+        response = exc.response
+        try:
+            body: Any = loads(bytes(response.body))
+        except orjson.JSONDecodeError:
+            body = bytes(response.body).decode(errors="replace")
+        return error_from_body(response.status_code, body, response.reason_phrase)
+    return ConnectionFailed(f"cannot open {url}: {exc}")
+
+
+def closed_error(url: str, exc: BaseException) -> ConnectionFailed:
+    """The error for a connection lost (or closed by the server) while still in use."""
+    return ConnectionFailed(f"connection to {url} lost: {exc}")
+
+
+def encode_frame(body: Mapping[str, Any], frame_id: Any = None) -> str:
+    """``body`` as a text frame, tagged with ``"id": frame_id`` unless that is None."""
+    frame = dict(body)
+    if frame_id is not None:
+        frame["id"] = frame_id
+    return dumps(frame).decode()
+
+
+def decode_frame(message: str | bytes) -> dict[str, Any]:
+    """A frame from the server; error frames raise their typed error."""
+    try:
+        frame = loads(message)
+    except orjson.JSONDecodeError:
+        frame = None
+    if not isinstance(frame, dict):
+        raise DifflowError(f"frame is not a JSON object: {message!r:.200}", code="bad_response")
+    if frame.get("type") == "error":
+        raise error_from_frame(frame)
+    return frame

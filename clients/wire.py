@@ -1,0 +1,72 @@
+"""Wire basics shared by the HTTP and WebSocket sides: server URLs, JSON, times in queries.
+
+JSON goes through orjson both ways (numpy arrays and scalars in write bodies are encoded as
+JSON arrays and numbers). The server URL comes from the caller, else ``DIFFLOW_URL``, else
+``http://127.0.0.1:8000``; WebSocket URLs are the same URL with ``ws``/``wss`` scheme.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+
+import orjson
+
+__all__ = [
+    "DEFAULT_URL",
+    "Time",
+    "dumps",
+    "format_time",
+    "loads",
+    "resolve_url",
+    "segment",
+    "ws_url",
+]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+Time: TypeAlias = int | Sequence[int]
+"""A time: an int, or one int per dimension for tables with ``time_dims > 1``."""
+
+_WS_SCHEMES = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
+
+
+def resolve_url(url: str | None = None) -> str:
+    """The server's base URL, without a trailing slash."""
+    return (url or os.environ.get("DIFFLOW_URL") or DEFAULT_URL).rstrip("/")
+
+
+def segment(name: str | int) -> str:
+    """``name`` escaped for use as one path segment."""
+    return quote(str(name), safe="")
+
+
+def ws_url(base_url: str, path: str, params: Mapping[str, str] | None = None) -> str:
+    """The WebSocket URL of ``path`` on the server at ``base_url``."""
+    parts = urlsplit(base_url)
+    scheme = _WS_SCHEMES.get(parts.scheme)
+    if scheme is None:
+        raise ValueError(
+            f"server URL {base_url!r} must start with http://, https://, ws://, wss://"
+        )
+    query = urlencode(params or {})
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + path, query, ""))
+
+
+def format_time(time: Time) -> str:
+    """A time as written in a query string: ``7``, or ``1,2`` for a multi-dimensional time."""
+    if isinstance(time, Sequence):
+        return ",".join(str(int(coordinate)) for coordinate in time)
+    return str(int(time))
+
+
+def dumps(value: Any) -> bytes:
+    """``value`` as JSON bytes."""
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def loads(data: bytes | str) -> Any:
+    """The value of the JSON text ``data``."""
+    return orjson.loads(data)

@@ -1,0 +1,193 @@
+"""From a load spec and a table schema to a Spark DataFrame ready to stream, with push-down.
+
+Invariants of the ``SourceFrame`` returned by ``build_source``:
+- ``df`` has exactly the table's columns, named as in the table and in schema order, each cast
+  to the table type (``column_types.spark_type``); ``where`` is applied in Spark on the source
+  columns before the projection, so Spark prunes unread columns and pushes the predicate into
+  the scan.
+- Everything is checked by analysis only (Spark reads file footers or samples to learn the
+  schema, but no job reads the data): a missing source, a missing column, a column whose type
+  cannot become the table type, or a bad ``where`` fail here, before any row moves.
+- Spark's exceptions are translated here into ``LoadError`` (``source_not_found``,
+  ``source_unreadable``, ``column_missing``, ``column_type``) or ``Invalid`` for a bad spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from service.errors import Invalid, LoadError, ServiceError
+from service.spark.arrow_transport import is_classic
+from service.spark.column_types import can_become, spark_type
+from service.spark.load_spec import (
+    LoadSpec,
+    PathSource,
+    Source,
+    SqlSource,
+    TableSchema,
+    TableSource,
+    parse_load_spec,
+)
+from service.spark.spark_errors import error_condition, error_summary, is_spark_error
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["SourceFrame", "build_source"]
+
+_READER_DEFAULTS: dict[str, dict[str, str]] = {"csv": {"header": "true"}}
+_CORRUPT_RECORD = "_corrupt_record"
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class SourceFrame:
+    """A DataFrame of the table's columns and types, and where each column came from."""
+
+    df: DataFrame
+    schema: tuple[tuple[str, str], ...]
+    source_columns: Mapping[str, str]
+
+    def describe(self, column: str) -> str:
+        """``"'dst' (source column 'to_id')"`` for messages."""
+        source = self.source_columns.get(column, column)
+        return repr(column) if source == column else f"{column!r} (source column {source!r})"
+
+
+def build_source(
+    spark: SparkSession, spec: LoadSpec | Mapping[str, Any], schema: TableSchema
+) -> SourceFrame:
+    """Plan the load of ``spec`` into a table of ``schema``; raises before reading any row."""
+    load = spec if isinstance(spec, LoadSpec) else parse_load_spec(spec, schema)
+    table_schema = tuple((name, kind) for name, kind in schema)
+    what = _describe_source(load.source)
+    df = _translated(lambda: _read(spark, load.source), load.source, what)
+    available = df.schema
+    if isinstance(load.source, PathSource) and available.fieldNames() == [_CORRUPT_RECORD]:
+        raise LoadError(
+            f"{what} holds no readable {load.source.format} records; for JSON write one object "
+            'per line, or set options {"multiLine": true} for a file holding one array',
+            code="source_unreadable",
+            detail={"source": what},
+        )
+    _check_columns(load, table_schema, available, what)
+    if load.where is not None:
+        where = load.where
+        df = _translated(lambda: _analysed(df.where(where)), load.source, what, where=where)
+    projection = [
+        _column(source_name).cast(spark_type(kind)).alias(name)
+        for (name, kind), (_, source_name) in zip(table_schema, load.columns, strict=True)
+    ]
+    df = _translated(lambda: _analysed(df.select(*projection)), load.source, what)
+    return SourceFrame(df=df, schema=table_schema, source_columns=load.source_columns)
+
+
+def _read(spark: SparkSession, source: Source) -> DataFrame:
+    if isinstance(source, TableSource):
+        return _analysed(spark.table(source.table))
+    if isinstance(source, SqlSource):
+        return _analysed(spark.sql(source.sql))
+    options = {**_READER_DEFAULTS.get(source.format, {}), **source.options}
+    reader = spark.read.format(source.format).options(**options)
+    return _analysed(reader.load(source.path))
+
+
+def _analysed(df: DataFrame) -> DataFrame:
+    """``df``, once Spark has analysed it: classic DataFrames are analysed when built; Spark
+    Connect analyses lazily and may even derive a schema on the client, so ask the server."""
+    if not is_classic(df):
+        df.semanticHash()
+    return df
+
+
+def _column(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _check_columns(load: LoadSpec, schema: TableSchema, available: StructType, what: str) -> None:
+    fields = {field.name: field for field in available.fields}
+    listing = ", ".join(f"{f.name} ({f.dataType.simpleString()})" for f in available.fields)
+    text_source = isinstance(load.source, PathSource) and load.source.format == "csv"
+    for (name, kind), (_, source_name) in zip(schema, load.columns, strict=True):
+        field = fields.get(source_name)
+        if field is None:
+            hint = [n for n in fields if n.lower() == source_name.lower()]
+            raise LoadError(
+                f"source column {source_name!r} (for table column {name!r}) is not in {what}"
+                + (f"; did you mean {hint[0]!r}?" if hint else "")
+                + f'; available columns: {listing}. Map it with "columns": '
+                f'{{"{name}": "<source column>"}}',
+                code="column_missing",
+                detail={"column": name, "source_column": source_name, "available": list(fields)},
+            )
+        if not can_become(field.dataType, kind, text_source=text_source):
+            source_type = field.dataType.simpleString()
+            raise LoadError(
+                f"source column {source_name!r} has type {source_type}, which cannot load into "
+                f"table column {name!r} of type {kind}; convert it in a sql source, e.g. "
+                f"SELECT CAST({source_name} AS ...) or change the table type",
+                code="column_type",
+                detail={
+                    "column": name,
+                    "source_column": source_name,
+                    "source_type": source_type,
+                    "table_type": kind,
+                },
+            )
+
+
+def _translated(
+    plan: Callable[[], _T], source: Source, what: str, *, where: str | None = None
+) -> _T:
+    try:
+        return plan()
+    except ServiceError:
+        raise
+    except Exception as exc:
+        if not is_spark_error(exc):
+            raise
+        raise _load_error(exc, source, what, where) from exc
+
+
+def _load_error(exc: Exception, source: Source, what: str, where: str | None) -> ServiceError:
+    condition = error_condition(exc) or ""
+    summary = error_summary(exc)
+    if where is not None:
+        if condition.startswith("UNRESOLVED_COLUMN"):
+            return LoadError(
+                f"where {where!r} names a column that is not in {what}: {summary}",
+                code="column_missing",
+                detail={"where": where},
+            )
+        return Invalid(
+            f"where {where!r} is not a valid predicate: {summary}", detail={"path": "where"}
+        )
+    if condition in ("PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND") or condition.startswith(
+        ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND")
+    ):
+        return LoadError(
+            f"{what} does not exist ({summary}); check the name, and for paths that the Spark "
+            "driver and executors can see it",
+            code="source_not_found",
+            detail={"source": what},
+        )
+    if isinstance(source, PathSource):
+        return LoadError(
+            f"{what} cannot be read: {summary}", code="source_unreadable", detail={"source": what}
+        )
+    field = "source.sql" if isinstance(source, SqlSource) else "source.table"
+    return Invalid(f"{what} is not valid: {summary}", detail={"path": field})
+
+
+def _describe_source(source: Source) -> str:
+    if isinstance(source, PathSource):
+        return f"{source.format} source {source.path!r}"
+    if isinstance(source, TableSource):
+        return f"table {source.table!r}"
+    return "the sql source"

@@ -1,0 +1,415 @@
+"""The ``difflow`` CLI, run in-process with its client on a MockTransport and stub sockets."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner, Result
+
+from clients import cli_push
+from clients.cli import app
+from clients.cli_state import CliState
+from tests.clients.doubles import Connector, Exchange, answer, body_of, connector
+
+runner = CliRunner()
+
+
+def invoke(
+    exchange: Exchange,
+    *args: str,
+    stdin: str | None = None,
+    connect: Connector | None = None,
+    env: dict[str, str] | None = None,
+) -> Result:
+    state = CliState(transport=exchange.transport)
+    if connect is not None:
+        state.ws_connect = connect
+    environment: dict[str, str | None] = {"DIFFLOW_URL": None, "COLUMNS": "200", **(env or {})}
+    return runner.invoke(app, list(args), input=stdin, obj=state, env=environment)
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return result
+
+
+EDGES = {
+    "name": "edges",
+    "columns": [{"name": "src", "type": "int"}, {"name": "dst", "type": "int"}],
+}
+
+
+def test_table_create(exchange: Exchange) -> None:
+    exchange.on("POST", "/v1/tables", answer(201, EDGES))
+    result = ok(
+        invoke(
+            exchange,
+            *("table", "create", "edges", "--column", "src:int", "--column", "dst:int"),
+            *("--primary-key", "src,dst", "--timing", "client", "--time-dims", "2"),
+        )
+    )
+    assert str(exchange.last.url) == "http://127.0.0.1:8000/v1/tables"
+    assert body_of(exchange.last) == {
+        "name": "edges",
+        "columns": [{"name": "src", "type": "int"}, {"name": "dst", "type": "int"}],
+        "primary_key": ["src", "dst"],
+        "timing": "client",
+        "time_dims": 2,
+    }
+    assert result.stdout == "created table edges (src int, dst int)\n"
+
+
+def test_url_option_and_environment(exchange: Exchange) -> None:
+    exchange.on("POST", "/v1/tables", answer(201, EDGES))
+    ok(invoke(exchange, "--url", "http://other:1", "table", "create", "t", "--column", "a:int"))
+    assert str(exchange.last.url) == "http://other:1/v1/tables"
+    assert "primary_key" not in body_of(exchange.last)
+    ok(
+        invoke(
+            exchange,
+            "table",
+            "create",
+            "t",
+            "--column",
+            "a:int",
+            env={"DIFFLOW_URL": "http://env:2"},
+        )
+    )
+    assert str(exchange.last.url) == "http://env:2/v1/tables"
+
+
+def test_table_create_usage_errors_exit_2(exchange: Exchange) -> None:
+    assert invoke(exchange, "table", "create", "t", "--column", "src").exit_code == 2
+    assert (
+        invoke(exchange, "table", "create", "t", "--column", "a:int", "--timing", "x").exit_code
+        == 2
+    )
+    assert exchange.requests == []
+
+
+JSONL = """{"src": 1, "dst": 2}
+
+{"delete": {"src": 0, "dst": 1}}
+{"weight": 3, "data": {"src": 5, "dst": 6}, "time": 7}
+{"upsert": {"src": 1, "dst": 3}}
+{"data": 4, "insert": 5}
+"""
+
+
+def test_push_jsonl_in_batches_with_a_summary(exchange: Exchange) -> None:
+    answers = [answer(200, {"status": "done", "latency_ms": ms}) for ms in (2.0, 1.0, 4.0)]
+    exchange.on("POST", "/v1/tables/edges/updates", *answers)
+    result = ok(invoke(exchange, "push", "edges", "--batch", "2", stdin=JSONL))
+    assert [body_of(r) for r in exchange.requests] == [
+        {"updates": [{"insert": {"src": 1, "dst": 2}}, {"delete": {"src": 0, "dst": 1}}]},
+        {
+            "updates": [
+                {"weight": 3, "data": {"src": 5, "dst": 6}, "time": 7},
+                {"upsert": {"src": 1, "dst": 3}},
+            ]
+        },
+        {"updates": [{"insert": {"data": 4, "insert": 5}}]},
+    ]
+    assert all(r.url.params["wait"] == "true" for r in exchange.requests)
+    assert re.fullmatch(
+        r"pushed 5 rows to edges in 3 requests \([\d,]+ rows/s\); "
+        r"latency p50 2\.00 ms, p99 4\.00 ms\n",
+        result.stdout,
+    )
+
+
+def test_push_client_timed_with_default_time_and_frontier(exchange: Exchange) -> None:
+    pending = answer(202, {"token": "w-1", "status": "pending"})
+    exchange.on("POST", "/v1/tables/t/updates", pending)
+    rows = '{"a": 1}\n{"a": 2}\n'
+    result = ok(invoke(exchange, "push", "t", "--time", "1,2", "--advance-to", "3,3", stdin=rows))
+    assert [body_of(r) for r in exchange.requests] == [
+        {"updates": [{"insert": {"a": 1}}, {"insert": {"a": 2}}], "time": [1, 2]},
+        {"updates": [], "advance_to": [3, 3]},
+    ]
+    assert "pushed 2 rows to t in 1 requests" in result.stdout
+    assert "latency n/a; 1 writes pending" in result.stdout
+
+
+def test_push_csv_converts_by_column_type(exchange: Exchange, tmp_path: Path) -> None:
+    columns = [("src", "int"), ("w", "float"), ("ok", "bool"), ("name", "string")]
+    description = {"name": "t", "columns": [{"name": n, "type": k} for n, k in columns]}
+    exchange.on("GET", "/v1/tables/t", answer(200, description))
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"latency_ms": 0.5}))
+    data = tmp_path / "t.csv"
+    data.write_text('name,src,w,ok\na,1,0.5,true\n"b, c",-2,1e3,0\n\nd,3,2,FALSE\n')
+    result = ok(invoke(exchange, "push", "t", "-f", str(data), "--format", "csv", "--batch", "2"))
+    assert [body_of(r) for r in exchange.requests[1:]] == [
+        {
+            "columns": {
+                "name": ["a", "b, c"],
+                "src": [1, -2],
+                "w": [0.5, 1000.0],
+                "ok": [True, False],
+            }
+        },
+        {"columns": {"name": ["d"], "src": [3], "w": [2.0], "ok": [False]}},
+    ]
+    assert "pushed 3 rows to t in 2 requests" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("src,dst\n1,2\nx,3\n", "error: bad_input: line 3, column src: 'x' is not of type int\n"),
+        ("src,dst\n1,2,3\n", "error: bad_input: line 2: 3 values for 2 columns\n"),
+        ("src,weight\n1,2\n", "unknown: ['weight'], missing: ['dst']"),
+    ],
+)
+def test_push_csv_rejects_bad_input(exchange: Exchange, text: str, message: str) -> None:
+    exchange.on("GET", "/v1/tables/edges", answer(200, EDGES))
+    result = invoke(exchange, "push", "edges", "--format", "csv", stdin=text)
+    assert result.exit_code == 1
+    assert message in result.stderr
+    assert result.stderr.startswith("error: bad_input: ")
+    assert [r.method for r in exchange.requests] == ["GET"]
+
+
+def test_push_jsonl_rejects_bad_lines(exchange: Exchange) -> None:
+    result = invoke(exchange, "push", "edges", stdin='{"src": 1}\n{"src": \n')
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: bad_input: line 2: not JSON")
+    result = invoke(exchange, "push", "edges", stdin="[1, 2]\n")
+    assert result.stderr == "error: bad_input: line 1: expected a JSON object, got list\n"
+    assert exchange.requests == []
+
+
+def test_push_over_websocket_keeps_a_bounded_window(
+    exchange: Exchange, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_push, "WS_WINDOW", 2)
+    acks = [{"type": "ack", "id": i, "status": "done", "latency_ms": float(i)} for i in range(4)]
+    connect = connector([*acks, {"type": "ack", "id": "advance_to"}])
+    rows = "".join(f'{{"a": {i}}}\n' for i in range(4))
+    args = ("push", "t", "--ws", "--batch", "1", "--time", "5", "--advance-to", "6")
+    result = ok(invoke(exchange, *args, stdin=rows, connect=connect))
+    sent = connect.connection.sent
+    assert sent[:4] == [{"updates": [{"insert": {"a": i}}], "time": 5, "id": i} for i in range(4)]
+    assert sent[4] == {"updates": [], "advance_to": 6, "id": "advance_to"}
+    log = connect.connection.log
+    assert log == ["send", "send", "recv", "send", "recv", "send", "recv", "recv", "send", "recv"]
+    assert connect.urls == ["ws://127.0.0.1:8000/v1/tables/t/updates"]
+    assert "pushed 4 rows to t in 4 frames" in result.stdout
+    assert "p50 1.00 ms, p99 3.00 ms" in result.stdout
+    assert exchange.requests == []
+
+
+def test_push_over_websocket_stops_at_an_error_frame(exchange: Exchange) -> None:
+    error = {"type": "error", "id": 0, "error": {"code": "invalid", "message": "unknown column b"}}
+    connect = connector([error])
+    result = invoke(exchange, "push", "t", "--ws", stdin='{"b": 1}\n', connect=connect)
+    assert result.exit_code == 1
+    assert result.stderr == "error: invalid: unknown column b\n"
+
+
+ROWS = {
+    "time": 7,
+    "frontier": [8],
+    "rows": [
+        {"data": {"root": 1, "node": 9}, "count": 1},
+        {"data": {"root": 1, "node": 12}, "count": 3},
+    ],
+}
+
+
+def test_peek_prints_a_table(exchange: Exchange) -> None:
+    exchange.on("GET", "/v1/views/reach/rows", answer(200, ROWS))
+    result = ok(invoke(exchange, "peek", "reach", "--as-of", "1,2"))
+    assert exchange.last.url.params["as_of"] == "1,2"
+    lines = result.stdout.splitlines()
+    assert lines[0].strip() == "reach"
+    assert re.search(r"root\W+node\W+count", result.stdout)
+    assert any(re.search(r"\b1\b.*\b12\b.*\b3\b", line) for line in lines)
+    assert lines[-1] == "time 7, frontier [8], 2 distinct rows"
+
+
+def test_peek_json(exchange: Exchange) -> None:
+    exchange.on("GET", "/v1/views/reach/rows", answer(200, ROWS))
+    result = ok(invoke(exchange, "peek", "reach", "--json"))
+    assert orjson.loads(result.stdout) == ROWS
+    assert exchange.last.url.query == b""
+
+
+TABLES = {
+    "tables": [{**EDGES, "primary_key": [], "timing": "server", "rows": 1234, "readers": ["deg"]}]
+}
+VIEWS = {"views": [{"name": "deg", "columns": [], "inputs": ["edges"], "latency_ms": {"p50": 0.4}}]}
+
+
+def test_ls(exchange: Exchange) -> None:
+    exchange.on("GET", "/v1/tables", answer(200, TABLES))
+    exchange.on("GET", "/v1/views", answer(200, VIEWS))
+    result = ok(invoke(exchange, "ls"))
+    table_line = next(line for line in result.stdout.splitlines() if "edges" in line)
+    assert "src int, dst int" in table_line
+    assert "1,234" in table_line
+    assert "deg" in table_line
+    view_line = next(line for line in result.stdout.splitlines() if "deg" in line and "0.4" in line)
+    assert "edges" in view_line
+    result = ok(invoke(exchange, "ls", "--json"))
+    assert orjson.loads(result.stdout) == {"tables": TABLES["tables"], "views": VIEWS["views"]}
+
+
+def test_errors_print_one_line_and_exit_1(exchange: Exchange) -> None:
+    error = {"error": {"code": "not_found", "message": "no view named 'nope'", "detail": None}}
+    exchange.on("GET", "/v1/views/nope/rows", answer(404, error))
+    result = invoke(exchange, "peek", "nope")
+    assert result.exit_code == 1
+    assert result.stderr == "error: not_found: no view named 'nope'\n"
+    assert result.stdout == ""
+
+
+def test_unreachable_server(exchange: Exchange) -> None:
+    import httpx
+
+    exchange.on("GET", "/v1/tables", httpx.ConnectError("[Errno 111] Connection refused"))
+    result = invoke(exchange, "ls")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: connection_failed: GET http://127.0.0.1:8000/v1/tables: "
+        "[Errno 111] Connection refused\n"
+    )
+
+
+def test_drop(exchange: Exchange) -> None:
+    exchange.on("DELETE", "/v1/tables/edges", answer(204))
+    exchange.on("DELETE", "/v1/views/deg", answer(204))
+    assert ok(invoke(exchange, "drop", "table", "edges")).stdout == "dropped table edges\n"
+    assert ok(invoke(exchange, "drop", "view", "deg")).stdout == "dropped view deg\n"
+    assert [(r.method, r.url.path) for r in exchange.requests] == [
+        ("DELETE", "/v1/tables/edges"),
+        ("DELETE", "/v1/views/deg"),
+    ]
+
+
+def test_view_create_from_a_file_or_stdin(exchange: Exchange, tmp_path: Path) -> None:
+    plan = {"op": "distinct", "input": {"op": "table", "name": "edges"}}
+    exchange.on("POST", "/v1/views", answer(201, {"name": "d", "columns": EDGES["columns"]}))
+    path = tmp_path / "plan.json"
+    path.write_bytes(orjson.dumps(plan))
+    result = ok(invoke(exchange, "view", "create", "d", "-f", str(path)))
+    assert body_of(exchange.last) == {"name": "d", "query": plan}
+    assert result.stdout == "created view d (src int, dst int)\n"
+    ok(invoke(exchange, "view", "create", "d", "-f", "-", stdin=orjson.dumps(plan).decode()))
+    assert body_of(exchange.last) == {"name": "d", "query": plan}
+    assert invoke(exchange, "view", "create", "d", "-f", "-", stdin="{nope").exit_code == 2
+    assert invoke(exchange, "view", "create", "d", "-f", str(tmp_path / "missing")).exit_code == 2
+    assert len(exchange.requests) == 2
+
+
+def test_subscribe_prints_one_json_line_per_frame(exchange: Exchange) -> None:
+    frames = [
+        {"type": "diff", "seq": 0, "time": 4, "updates": [{"data": {"a": 1}, "diff": 1}]},
+        {"type": "closed", "seq": 1, "reason": "view dropped"},
+    ]
+    connect = connector(frames)
+    result = ok(
+        invoke(exchange, "subscribe", "v", "--no-snapshot", "--no-progress", connect=connect)
+    )
+    assert [orjson.loads(line) for line in result.stdout.splitlines()] == frames
+    assert connect.urls == [
+        "ws://127.0.0.1:8000/v1/views/v/subscribe?snapshot=false&progress=false"
+    ]
+
+
+def test_load_polls_until_done(exchange: Exchange) -> None:
+    exchange.on("POST", "/v1/tables/edges/loads", answer(202, {"id": "L1", "state": "queued"}))
+    states = [
+        {"id": "L1", "state": "queued", "rows": 0},
+        {"id": "L1", "state": "running", "rows": 4},
+        {"id": "L1", "state": "done", "rows": 10, "rows_per_s": 1000.0},
+    ]
+    exchange.on("GET", "/v1/loads/L1", *(answer(200, s) for s in states))
+    args = ("--option", "mergeSchema=true", "--column", "src=from_id", "--column", "dst=to_id")
+    more = ("--where", "w > 0", "--mode", "replace", "--time", "0", "--poll-s", "0")
+    result = ok(invoke(exchange, "load", "edges", "--path", "/d/e.parquet", *args, *more))
+    assert body_of(exchange.requests[0]) == {
+        "source": {"path": "/d/e.parquet", "format": "parquet", "options": {"mergeSchema": "true"}},
+        "columns": {"src": "from_id", "dst": "to_id"},
+        "where": "w > 0",
+        "mode": "replace",
+        "time": 0,
+    }
+    assert len(exchange.requests) == 4
+    assert result.stdout == "load L1 done: 10 rows into edges (1,000 rows/s)\n"
+
+
+def test_load_from_sql_that_fails(exchange: Exchange) -> None:
+    exchange.on("POST", "/v1/tables/edges/loads", answer(202, {"id": 7, "state": "queued"}))
+    error = {"code": "source_unreadable", "message": "table db.t not found"}
+    exchange.on("GET", "/v1/loads/7", answer(200, {"id": 7, "state": "failed", "error": error}))
+    result = invoke(exchange, "load", "edges", "--sql", "SELECT * FROM db.t", "--poll-s", "0")
+    assert body_of(exchange.requests[0]) == {
+        "source": {"sql": "SELECT * FROM db.t"},
+        "mode": "append",
+    }
+    assert result.exit_code == 1
+    assert result.stderr == "error: source_unreadable: table db.t not found\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--path", "/d/e.parquet", "--sql", "SELECT 1"),
+        (),
+        ("--source-table", "db.t", "--format", "csv"),
+        ("--path", "/d/e.txt"),
+        ("--path", "/d/e.csv", "--option", "header"),
+    ],
+)
+def test_load_usage_errors_exit_2(exchange: Exchange, args: tuple[str, ...]) -> None:
+    assert invoke(exchange, "load", "edges", *args).exit_code == 2
+    assert exchange.requests == []
+
+
+def test_serve_calls_the_server_with_flags_and_environment(
+    exchange: Exchange, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls: list[dict[str, Any]] = []
+    server = types.ModuleType("api.server")
+    server.main = lambda **kwargs: calls.append(kwargs)  # type: ignore[attr-defined]
+    package = types.ModuleType("api")
+    package.server = server  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "api", package)
+    monkeypatch.setitem(sys.modules, "api.server", server)
+    env = {"DIFFLOW_PORT": "9001", "DIFFLOW_HEARTBEAT_S": "2.5"}
+    ok(invoke(exchange, "serve", "--data-dir", str(tmp_path), "--max-batch", "10", env=env))
+    assert calls == [
+        {
+            "host": "127.0.0.1",
+            "port": 9001,
+            "data_dir": str(tmp_path),
+            "max_body_mb": 64,
+            "max_batch": 10,
+            "subscriber_buffer": 10_000,
+            "heartbeat_s": 2.5,
+        }
+    ]
+    assert exchange.requests == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("peek", "v", "--as-of", "x"),
+        ("peek", "v", "--as-of", "1,-2"),
+        ("push", "t", "--time", "soon"),
+        ("push", "t", "--batch", "0"),
+        ("push", "t", "--format", "xml"),
+    ],
+)
+def test_bad_options_are_usage_errors(exchange: Exchange, args: tuple[str, ...]) -> None:
+    result = invoke(exchange, *args, stdin='{"a": 1}\n')
+    assert result.exit_code == 2
+    assert exchange.requests == []

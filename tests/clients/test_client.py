@@ -1,0 +1,277 @@
+"""Client and AsyncClient put API.md's requests on the wire and map answers and errors.
+
+Every test runs against both mirrors through the ``call`` fixture, over one MockTransport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from clients import (
+    AsyncClient,
+    BadRequestError,
+    Client,
+    ConflictError,
+    ConnectionFailed,
+    DifflowError,
+    InvalidError,
+    NotFoundError,
+    ServerError,
+    TooLargeError,
+    col,
+    table,
+)
+from tests.clients.doubles import Exchange, answer, body_of
+
+URL = "http://difflow.test:9000"
+Call = Callable[..., Any]
+
+
+@pytest.fixture(params=["sync", "async"])
+def call(request: pytest.FixtureRequest, exchange: Exchange) -> Call:
+    """``call(method, *args)`` runs one client method on a fresh sync or async client."""
+
+    def run_sync(method: str, *args: Any, **kwargs: Any) -> Any:
+        with Client(URL, transport=exchange.transport) as client:
+            return getattr(client, method)(*args, **kwargs)
+
+    def run_async(method: str, *args: Any, **kwargs: Any) -> Any:
+        async def run() -> Any:
+            async with AsyncClient(URL, transport=exchange.transport) as client:
+                return await getattr(client, method)(*args, **kwargs)
+
+        return asyncio.run(run())
+
+    return run_sync if request.param == "sync" else run_async
+
+
+TABLE = {"name": "edges", "columns": [{"name": "src", "type": "int"}], "frontier": [3]}
+
+
+def test_health(exchange: Exchange, call: Call) -> None:
+    exchange.on("GET", "/healthz", answer(200, {"status": "ok"}))
+    assert call("health") == {"status": "ok"}
+    assert str(exchange.last.url) == f"{URL}/healthz"
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        [("src", "int"), ("dst", "int")],
+        [{"name": "src", "type": "int"}, {"name": "dst", "type": "int"}],
+        {"src": "int", "dst": "int"},
+    ],
+)
+def test_create_table(exchange: Exchange, call: Call, columns: Any) -> None:
+    exchange.on("POST", "/v1/tables", answer(201, TABLE))
+    assert call("create_table", "edges", columns, primary_key=["src", "dst"]) == TABLE
+    assert exchange.last.headers["content-type"] == "application/json"
+    assert body_of(exchange.last) == {
+        "name": "edges",
+        "columns": [{"name": "src", "type": "int"}, {"name": "dst", "type": "int"}],
+        "primary_key": ["src", "dst"],
+        "timing": "server",
+        "time_dims": 1,
+    }
+
+
+def test_create_table_without_key_client_timed(exchange: Exchange, call: Call) -> None:
+    exchange.on("POST", "/v1/tables", answer(201, TABLE))
+    call("create_table", "t", [("x", "float")], timing="client", time_dims=2)
+    assert body_of(exchange.last) == {
+        "name": "t",
+        "columns": [{"name": "x", "type": "float"}],
+        "timing": "client",
+        "time_dims": 2,
+    }
+
+
+def test_listing_unwraps_and_describing_and_dropping(exchange: Exchange, call: Call) -> None:
+    exchange.on("GET", "/v1/tables", answer(200, {"tables": [TABLE]}))
+    exchange.on("GET", "/v1/views", answer(200, {"views": [{"name": "v"}]}))
+    exchange.on("GET", "/v1/tables/edges", answer(200, TABLE))
+    exchange.on("GET", "/v1/views/v", answer(200, {"name": "v"}))
+    exchange.on("DELETE", "/v1/tables/edges", answer(204))
+    exchange.on("DELETE", "/v1/views/v", answer(204))
+    assert call("tables") == [TABLE]
+    assert call("views") == [{"name": "v"}]
+    assert call("table", "edges") == TABLE
+    assert call("view", "v") == {"name": "v"}
+    assert call("drop_table", "edges") is None
+    assert call("drop_view", "v") is None
+    assert [(r.method, r.url.path) for r in exchange.requests[-2:]] == [
+        ("DELETE", "/v1/tables/edges"),
+        ("DELETE", "/v1/views/v"),
+    ]
+
+
+def test_write_updates_waits_by_default(exchange: Exchange, call: Call) -> None:
+    done = {"token": "w-1", "times": [7], "frontier": [8], "status": "done", "latency_ms": 0.8}
+    exchange.on("POST", "/v1/tables/edges/updates", answer(200, done))
+    updates = [{"insert": {"src": 1}}, {"weight": 3, "data": {"src": 5}, "time": 7}]
+    assert call("write", "edges", updates, advance_to=8) == done
+    assert exchange.last.url.params["wait"] == "true"
+    assert body_of(exchange.last) == {"updates": updates, "advance_to": 8}
+
+
+def test_write_without_waiting_returns_the_202_body(exchange: Exchange, call: Call) -> None:
+    pending = {"token": "w-2", "status": "pending"}
+    exchange.on("POST", "/v1/tables/edges/updates", answer(202, pending))
+    assert call("write", "edges", [{"delete": {"src": 1}}], time=[1, 2], wait=False) == pending
+    assert exchange.last.url.params["wait"] == "false"
+    assert body_of(exchange.last) == {"updates": [{"delete": {"src": 1}}], "time": [1, 2]}
+
+
+def test_write_columnar_with_numpy(exchange: Exchange, call: Call) -> None:
+    exchange.on("POST", "/v1/tables/edges/updates", answer(200, {"status": "done"}))
+    columns = {"src": np.array([1, 2], dtype=np.int64), "w": np.array([0.5, 1.5])}
+    call("write", "edges", columns=columns, diff=[1, -1], time=[4, 5])
+    assert body_of(exchange.last) == {
+        "columns": {"src": [1, 2], "w": [0.5, 1.5]},
+        "diff": [1, -1],
+        "time": [4, 5],
+    }
+
+
+def test_write_that_only_moves_the_frontier(exchange: Exchange, call: Call) -> None:
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"status": "done"}))
+    call("write", "t", advance_to=[[3, 0], [0, 3]])
+    assert body_of(exchange.last) == {"updates": [], "advance_to": [[3, 0], [0, 3]]}
+
+
+def test_write_refuses_mixed_forms(call: Call) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        call("write", "t", [{"insert": {"a": 1}}], columns={"a": [1]})
+    with pytest.raises(ValueError, match="columnar"):
+        call("write", "t", [{"insert": {"a": 1}}], diff=[1])
+
+
+def test_completion(exchange: Exchange, call: Call) -> None:
+    exchange.on("GET", "/v1/completions/w-42", answer(202, {"token": "w-42", "status": "pending"}))
+    assert call("completion", "w-42") == {"token": "w-42", "status": "pending"}
+
+
+def test_create_view_from_a_plan_or_a_dict(exchange: Exchange, call: Call) -> None:
+    exchange.on("POST", "/v1/views", answer(201, {"name": "big"}))
+    plan = table("edges").filter(col("src") > 3)
+    call("create_view", "big", plan)
+    assert body_of(exchange.last) == {"name": "big", "query": plan.to_json()}
+    call("create_view", "all", {"op": "table", "name": "edges"})
+    assert body_of(exchange.last) == {"name": "all", "query": {"op": "table", "name": "edges"}}
+
+
+@pytest.mark.parametrize(("as_of", "query"), [(None, ""), (7, "as_of=7"), ([1, 2], "as_of=1%2C2")])
+def test_rows(exchange: Exchange, call: Call, as_of: Any, query: str) -> None:
+    rows = {"time": 7, "frontier": [8], "rows": [{"data": {"a": 1}, "count": 2}]}
+    exchange.on("GET", "/v1/views/v/rows", answer(200, rows))
+    assert call("rows", "v", as_of) == rows
+    assert exchange.last.url.query.decode() == query
+
+
+def test_loads(exchange: Exchange, call: Call) -> None:
+    exchange.on("POST", "/v1/tables/edges/loads", answer(202, {"id": "L1", "state": "queued"}))
+    exchange.on("GET", "/v1/loads/L1", answer(200, {"id": "L1", "state": "running", "rows": 5}))
+    exchange.on("DELETE", "/v1/loads/L1", answer(204))
+    source = {"path": "/data/e.parquet", "format": "parquet", "options": {}}
+    created = call("create_load", "edges", source, {"src": "from_id"}, "w > 0", "replace", 0)
+    assert created == {"id": "L1", "state": "queued"}
+    assert body_of(exchange.requests[0]) == {
+        "source": source,
+        "columns": {"src": "from_id"},
+        "where": "w > 0",
+        "mode": "replace",
+        "time": 0,
+    }
+    call("create_load", "edges", {"sql": "SELECT 1 AS src"})
+    assert body_of(exchange.last) == {"source": {"sql": "SELECT 1 AS src"}, "mode": "append"}
+    assert call("load", "L1")["rows"] == 5
+    assert call("cancel_load", "L1") is None
+    assert exchange.last.method == "DELETE"
+
+
+def test_metrics_are_text(exchange: Exchange, call: Call) -> None:
+    text = "# TYPE difflow_writes_total counter\ndifflow_writes_total 3\n"
+    exchange.on("GET", "/metrics", httpx.Response(200, text=text))
+    assert call("metrics") == text
+
+
+@pytest.mark.parametrize(
+    ("status", "error_class"),
+    [
+        (400, BadRequestError),
+        (404, NotFoundError),
+        (409, ConflictError),
+        (413, TooLargeError),
+        (422, InvalidError),
+        (500, ServerError),
+        (503, ServerError),
+        (418, DifflowError),
+    ],
+)
+def test_error_answers_become_typed_errors(
+    exchange: Exchange, call: Call, status: int, error_class: type[DifflowError]
+) -> None:
+    detail = {"path": "query.body.reach.left"}
+    error = {"error": {"code": "some_code", "message": "what went wrong", "detail": detail}}
+    exchange.on("POST", "/v1/views", answer(status, error))
+    with pytest.raises(error_class) as caught:
+        call("create_view", "v", table("t"))
+    assert type(caught.value) is error_class
+    assert (caught.value.status, caught.value.code) == (status, "some_code")
+    assert (caught.value.message, caught.value.detail) == ("what went wrong", detail)
+    assert str(caught.value) == "some_code: what went wrong"
+
+
+def test_an_error_answer_that_is_not_json(exchange: Exchange, call: Call) -> None:
+    exchange.on("GET", "/v1/tables", httpx.Response(502, text="<html>bad gateway</html>"))
+    with pytest.raises(ServerError) as caught:
+        call("tables")
+    assert caught.value.code == "http_502"
+    assert caught.value.message == "Bad Gateway"
+    assert caught.value.detail == "<html>bad gateway</html>"
+
+
+def test_a_success_answer_that_is_not_json(exchange: Exchange, call: Call) -> None:
+    exchange.on("GET", "/v1/tables", httpx.Response(200, text="oops"))
+    with pytest.raises(DifflowError) as caught:
+        call("tables")
+    assert caught.value.code == "bad_response"
+
+
+def test_transport_errors_become_connection_failed(exchange: Exchange, call: Call) -> None:
+    refused = httpx.ConnectError("connection refused")
+    exchange.on("GET", "/healthz", refused)
+    with pytest.raises(ConnectionFailed) as caught:
+        call("health")
+    assert caught.value.__cause__ is refused
+    assert caught.value.status is None
+    assert caught.value.code == "connection_failed"
+    assert f"GET {URL}/healthz" in caught.value.message
+
+
+def test_url_comes_from_the_environment_or_defaults_to_localhost(
+    exchange: Exchange, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exchange.on("GET", "/healthz", answer(200, {"status": "ok"}))
+    monkeypatch.delenv("DIFFLOW_URL", raising=False)
+    with Client(transport=exchange.transport) as client:
+        client.health()
+    assert str(exchange.last.url) == "http://127.0.0.1:8000/healthz"
+    monkeypatch.setenv("DIFFLOW_URL", "http://elsewhere:1234/")
+    with Client(transport=exchange.transport) as client:
+        assert client.url == "http://elsewhere:1234"
+        client.health()
+    assert str(exchange.last.url) == "http://elsewhere:1234/healthz"
+
+
+def test_the_mirrors_offer_the_same_methods() -> None:
+    def public(cls: type) -> set[str]:
+        return {name for name in vars(cls) if not name.startswith("_")}
+
+    assert public(Client) - {"close"} == public(AsyncClient) - {"aclose"}

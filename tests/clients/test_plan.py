@@ -1,0 +1,270 @@
+"""The plan builder renders exactly the plan JSON of API.md "Query plans"."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from clients import (
+    Expr,
+    cast,
+    col,
+    concat,
+    count,
+    count_distinct,
+    fn,
+    if_,
+    iterate,
+    lit,
+    max_,
+    min_,
+    sum_,
+    table,
+    to_expr,
+    var,
+    view,
+)
+
+# Copied from API.md (one long line broken at a comma to fit the line length).
+REACHABILITY = """
+{"op": "iterate", "result": "reach",
+ "vars": {"reach": {"op": "select", "input": {"op": "table", "name": "roots"},
+                    "columns": {"root": "node", "node": "node"}}},
+ "body": {"reach": {"op": "distinct", "input": {"op": "concat", "inputs": [
+   {"op": "select", "input": {"op": "table", "name": "roots"},
+    "columns": {"root": "node", "node": "node"}},
+   {"op": "join", "left": {"op": "var", "name": "reach"}, "right": {"op": "table", "name": "edges"},
+    "on": [["node", "src"]], "columns": {"root": "left.root", "node": "right.dst"}}]}}}}
+"""
+
+
+def test_reachability_example_is_reproduced_exactly() -> None:
+    roots = table("roots").select(root="node", node="node")
+    step = var("reach").join(
+        table("edges"), on=[("node", "src")], columns={"root": "left.root", "node": "right.dst"}
+    )
+    plan = iterate(
+        vars={"reach": roots}, body={"reach": concat(roots, step).distinct()}, result="reach"
+    )
+    assert plan.to_json() == json.loads(REACHABILITY)
+
+
+def test_sources() -> None:
+    assert table("edges").to_json() == {"op": "table", "name": "edges"}
+    assert view("reach").to_json() == {"op": "view", "name": "reach"}
+    assert var("r").to_json() == {"op": "var", "name": "r"}
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        (col("x") + 1, {"fn": "add", "args": ["x", 1]}),
+        (1 + col("x"), {"fn": "add", "args": [1, "x"]}),
+        (col("x") - col("y"), {"fn": "sub", "args": ["x", "y"]}),
+        (10 - col("x"), {"fn": "sub", "args": [10, "x"]}),
+        (col("x") * 2.5, {"fn": "mul", "args": ["x", 2.5]}),
+        (2 * col("x"), {"fn": "mul", "args": [2, "x"]}),
+        (col("x") / 2, {"fn": "div", "args": ["x", 2]}),
+        (col("x") // 2, {"fn": "div", "args": ["x", 2]}),
+        (7 // col("x"), {"fn": "div", "args": [7, "x"]}),
+        (col("x") % 3, {"fn": "mod", "args": ["x", 3]}),
+        (-col("x"), {"fn": "neg", "args": ["x"]}),
+        (col("x").eq(3), {"fn": "eq", "args": ["x", 3]}),
+        (col("x").ne(col("y")), {"fn": "ne", "args": ["x", "y"]}),
+        (col("x") < 3, {"fn": "lt", "args": ["x", 3]}),
+        (col("x") <= 3, {"fn": "le", "args": ["x", 3]}),
+        (col("x") > 3, {"fn": "gt", "args": ["x", 3]}),
+        (col("x") >= 3, {"fn": "ge", "args": ["x", 3]}),
+        (col("x") > 3, {"fn": "gt", "args": ["x", 3]}),
+        (col("a") & col("b"), {"fn": "and", "args": ["a", "b"]}),
+        (col("a") | False, {"fn": "or", "args": ["a", False]}),
+        (~col("a"), {"fn": "not", "args": ["a"]}),
+        (lit("alice"), {"lit": "alice"}),
+        (lit(3), {"lit": 3}),
+        (col("name").eq(lit("bob")), {"fn": "eq", "args": ["name", {"lit": "bob"}]}),
+        (fn("abs", col("x")), {"fn": "abs", "args": ["x"]}),
+        (fn("hash", "a", "b", 1), {"fn": "hash", "args": ["a", "b", 1]}),
+        (fn("lower", "s"), {"fn": "lower", "args": ["s"]}),
+        (cast(col("x"), "float"), {"fn": "cast", "args": ["x"], "to": "float"}),
+        (col("x").cast("string"), {"fn": "cast", "args": ["x"], "to": "string"}),
+        (if_(col("x") > 0, "x", 0), {"fn": "if", "args": [{"fn": "gt", "args": ["x", 0]}, "x", 0]}),
+        (
+            (col("x") + 1) * col("y") > 3,
+            {
+                "fn": "gt",
+                "args": [{"fn": "mul", "args": [{"fn": "add", "args": ["x", 1]}, "y"]}, 3],
+            },
+        ),
+    ],
+)
+def test_expressions(expr: Expr, expected: Any) -> None:
+    assert expr.to_json() == expected
+
+
+def test_booleans_stay_booleans_and_numpy_scalars_become_numbers() -> None:
+    rendered = json.dumps((col("a") & True).to_json())
+    assert rendered == '{"fn": "and", "args": ["a", true]}'
+    assert json.dumps(to_expr(np.int64(3)).to_json()) == "3"  # type: ignore[arg-type]
+    assert json.dumps(to_expr(np.float32(0.5)).to_json()) == "0.5"  # type: ignore[arg-type]
+    assert to_expr("x").to_json() == "x"
+
+
+def test_expressions_refuse_truth_values() -> None:
+    with pytest.raises(TypeError, match="no truth value"):
+        bool(col("x") > 1)
+    with pytest.raises(TypeError):
+        _ = 1 < col("x") < 3
+
+
+def test_bad_literals_are_refused() -> None:
+    with pytest.raises(ValueError, match="no JSON form"):
+        col("x") + float("nan")
+    with pytest.raises(ValueError, match="no JSON form"):
+        lit(float("inf"))
+    with pytest.raises(TypeError, match="as an expression"):
+        col("x") + None  # type: ignore[operator]
+
+
+def test_expressions_compare_by_value() -> None:
+    assert col("x") + 1 == col("x") + 1
+    assert col("x") + 1 != col("x") + 2
+    assert len({col("x"), col("x"), col("y")}) == 2
+
+
+def test_select_filter_flat_map() -> None:
+    plan = (
+        table("t")
+        .select({"in put": "a"}, b=col("a") + 1, c=lit("k"))
+        .filter(col("b") > 3)
+        .flat_map(as_="i", start=0, stop=col("b"))
+    )
+    assert plan.to_json() == {
+        "op": "flat_map",
+        "input": {
+            "op": "filter",
+            "input": {
+                "op": "select",
+                "input": {"op": "table", "name": "t"},
+                "columns": {"in put": "a", "b": {"fn": "add", "args": ["a", 1]}, "c": {"lit": "k"}},
+            },
+            "where": {"fn": "gt", "args": ["b", 3]},
+        },
+        "as": "i",
+        "start": 0,
+        "stop": "b",
+    }
+
+
+def test_select_refuses_a_column_given_twice() -> None:
+    with pytest.raises(ValueError, match="both"):
+        table("t").select({"a": "x"}, a="y")
+
+
+def test_concat_and_negate() -> None:
+    a, b, c = table("a"), table("b"), table("c")
+    expected = {"op": "concat", "inputs": [a.to_json(), b.to_json(), c.to_json()]}
+    assert concat(a, b, c).to_json() == expected
+    assert a.concat(b, c).to_json() == expected
+    assert a.negate().to_json() == {"op": "negate", "input": {"op": "table", "name": "a"}}
+    with pytest.raises(ValueError):
+        concat()
+
+
+def test_joins() -> None:
+    left, right = table("l"), table("r")
+    l_json, r_json = left.to_json(), right.to_json()
+    assert left.join(right, on="k").to_json() == {
+        "op": "join",
+        "left": l_json,
+        "right": r_json,
+        "on": [["k", "k"]],
+    }
+    assert left.join(right, on=["k", ("a", "b")], how="anti").to_json()["on"] == [
+        ["k", "k"],
+        ["a", "b"],
+    ]
+    semi = left.semijoin(right, on=[("x", "y")]).to_json()
+    assert semi == {
+        "op": "join",
+        "left": l_json,
+        "right": r_json,
+        "on": [["x", "y"]],
+        "how": "semi",
+    }
+    assert left.antijoin(right, on="k").to_json()["how"] == "anti"
+    joined = left.join(right, on="k", columns={"s": col("left.a") + col("right.b")})
+    assert joined.to_json()["columns"] == {"s": {"fn": "add", "args": ["left.a", "right.b"]}}
+    with pytest.raises(ValueError, match="inner, semi or anti"):
+        left.join(right, on="k", how="outer")
+
+
+def test_reduce_with_every_aggregate() -> None:
+    plan = table("t").reduce(
+        by=["k"], n=count(), s=sum_("x"), m=min_("x"), M=max_(col("x") * 2), d=count_distinct("x")
+    )
+    assert plan.to_json() == {
+        "op": "reduce",
+        "input": {"op": "table", "name": "t"},
+        "by": ["k"],
+        "aggregates": {
+            "n": {"fn": "count"},
+            "s": {"fn": "sum", "of": "x"},
+            "m": {"fn": "min", "of": "x"},
+            "M": {"fn": "max", "of": {"fn": "mul", "args": ["x", 2]}},
+            "d": {"fn": "count_distinct", "of": "x"},
+        },
+    }
+    by_mapping = table("t").reduce({"by": count()})
+    assert by_mapping.to_json()["aggregates"] == {"by": {"fn": "count"}}
+    assert by_mapping.to_json()["by"] == []
+
+
+def test_distinct_threshold_top_k() -> None:
+    t = {"op": "table", "name": "t"}
+    assert table("t").distinct().to_json() == {"op": "distinct", "input": t}
+    assert table("t").threshold(2).to_json() == {"op": "threshold", "input": t, "at_least": 2}
+    top = table("t").top_k(by=["g"], order_by=[("x", True), "y", ("z", False)], k=3)
+    assert top.to_json() == {
+        "op": "top_k",
+        "input": t,
+        "by": ["g"],
+        "order_by": [{"col": "x", "desc": True}, {"col": "y"}, {"col": "z"}],
+        "k": 3,
+    }
+
+
+def test_iterate_with_max_iterations_and_mutual_recursion() -> None:
+    plan = iterate(
+        vars={"a": table("x"), "b": table("y")},
+        body={"a": var("b"), "b": var("a")},
+        result="a",
+        max_iterations=5,
+    )
+    assert plan.to_json() == {
+        "op": "iterate",
+        "vars": {"a": {"op": "table", "name": "x"}, "b": {"op": "table", "name": "y"}},
+        "body": {"a": {"op": "var", "name": "b"}, "b": {"op": "var", "name": "a"}},
+        "result": "a",
+        "max_iterations": 5,
+    }
+
+
+def test_plans_are_immutable_and_render_fresh_json() -> None:
+    columns = {"a": "x"}
+    base = table("t").select(columns)
+    columns["b"] = "y"
+    base.filter(col("a") > 1)
+    rendered = base.to_json()
+    rendered["columns"]["c"] = "z"
+    assert base.to_json() == {
+        "op": "select",
+        "input": {"op": "table", "name": "t"},
+        "columns": {"a": "x"},
+    }
+    with pytest.raises(AttributeError):
+        base.op = "filter"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        base.fields["input"] = table("u")  # type: ignore[index]

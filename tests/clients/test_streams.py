@@ -1,0 +1,202 @@
+"""Subscriptions and table writers over WebSocket, sync and async, on stub connections."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosedError, InvalidStatus
+from websockets.frames import Close
+from websockets.http11 import Response
+
+from clients import (
+    AsyncClient,
+    Client,
+    ConnectionFailed,
+    DifflowError,
+    InvalidError,
+    NotFoundError,
+)
+from tests.clients.doubles import Connector, connector
+
+SNAPSHOT = {"type": "snapshot", "seq": 0, "time": 3, "updates": [{"data": {"a": 1}, "diff": 1}]}
+DIFF = {"type": "diff", "seq": 1, "time": 4, "updates": [{"data": {"a": 1}, "diff": -1}]}
+PROGRESS = {"type": "progress", "seq": 2, "frontier": [5]}
+CLOSED = {"type": "closed", "seq": 3, "reason": "view dropped"}
+
+
+def sync_client(connect: Connector, url: str = "http://difflow.test:9000") -> Client:
+    return Client(url, ws_connect=connect)
+
+
+def async_client(connect: Connector) -> AsyncClient:
+    return AsyncClient("http://difflow.test:9000", ws_connect=connect.connect_async)
+
+
+def test_subscription_yields_frames_in_order_and_ends_after_closed() -> None:
+    connect = connector([SNAPSHOT, DIFF, PROGRESS, CLOSED, {"type": "heartbeat", "seq": 4}])
+    with sync_client(connect) as client, client.subscribe("reach", snapshot=False) as frames:
+        received = list(frames)
+    assert received == [SNAPSHOT, DIFF, PROGRESS, CLOSED]
+    assert connect.urls == [
+        "ws://difflow.test:9000/v1/views/reach/subscribe?snapshot=false&progress=true"
+    ]
+    assert connect.connection.closed
+
+
+def test_subscription_ends_when_the_server_closes_cleanly() -> None:
+    connect = connector([SNAPSHOT])
+    with sync_client(connect, "https://secure.test/base/") as client:
+        frames = client.subscribe("v", progress=False)
+        assert list(frames) == [SNAPSHOT]
+    assert connect.urls == [
+        "wss://secure.test/base/v1/views/v/subscribe?snapshot=true&progress=false"
+    ]
+    assert connect.connection.closed
+
+
+def test_subscription_error_frame_and_dropped_connection() -> None:
+    error = {"type": "error", "id": None, "error": {"code": "invalid", "message": "bad"}}
+    dropped = ConnectionClosedError(Close(1011, "boom"), None)
+    connect = connector([error, DIFF, dropped])
+    with sync_client(connect) as client, client.subscribe("v") as frames:
+        with pytest.raises(InvalidError, match="bad"):
+            next(frames)
+        assert next(frames) == DIFF
+        with pytest.raises(ConnectionFailed) as caught:
+            next(frames)
+    assert caught.value.__cause__ is dropped
+    assert connect.connection.closed
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected"),
+    [
+        (
+            InvalidStatus(
+                Response(
+                    404,
+                    "Not Found",
+                    Headers(),
+                    b'{"error": {"code": "not_found", '
+                    b'"message": "no view named v", "detail": null}}',
+                )
+            ),
+            NotFoundError,
+        ),
+        (ConnectionRefusedError(111, "Connection refused"), ConnectionFailed),
+        (TimeoutError("timed out during opening handshake"), ConnectionFailed),
+    ],
+)
+def test_refused_handshakes_become_typed_errors(
+    raised: Exception, expected: type[DifflowError]
+) -> None:
+    def connect(url: str) -> Any:
+        raise raised
+
+    client = Client("http://difflow.test", ws_connect=connect)
+    with client, pytest.raises(expected) as caught:
+        next(client.subscribe("v"))
+    assert caught.value.__cause__ is raised
+    if expected is NotFoundError:
+        assert caught.value.message == "no view named v"
+
+
+def test_writer_pipelines_frames_and_drains_acks() -> None:
+    acks = [{"type": "ack", "id": i, "status": "done", "latency_ms": 1.0} for i in range(3)]
+    connect = connector(acks)
+    with sync_client(connect) as client, client.ws_writer("edges") as writer:
+        for i in range(3):
+            writer.send({"updates": [{"insert": {"a": i}}]}, id=i)
+        assert writer.pending == 3
+        first = writer.recv()
+        rest = list(writer)
+        assert writer.pending == 0
+        with pytest.raises(RuntimeError, match="nothing to receive"):
+            writer.recv()
+    assert [first, *rest] == acks
+    assert connect.urls == ["ws://difflow.test:9000/v1/tables/edges/updates"]
+    assert connect.connection.sent == [
+        {"updates": [{"insert": {"a": i}}], "id": i} for i in range(3)
+    ]
+    assert connect.connection.closed
+
+
+def test_writer_raises_error_frames_and_keeps_going() -> None:
+    error = {"type": "error", "id": 0, "error": {"code": "not_found", "message": "no table t"}}
+    ack = {"type": "ack", "id": 1}
+    connect = connector([error, ack])
+    with sync_client(connect) as client, client.ws_writer("t") as writer:
+        writer.send({"updates": []}, id=0)
+        writer.send({"updates": []})
+        with pytest.raises(NotFoundError) as caught:
+            writer.recv()
+        assert caught.value.frame_id == 0
+        assert list(writer) == [ack]
+    assert connect.connection.sent == [{"updates": [], "id": 0}, {"updates": []}]
+
+
+def test_writer_reports_a_connection_lost_with_acks_pending() -> None:
+    connect = connector([])
+    with sync_client(connect) as client, client.ws_writer("t") as writer:
+        writer.send({"updates": []})
+        with pytest.raises(ConnectionFailed, match="lost"):
+            writer.recv()
+
+
+def test_async_subscription_and_writer() -> None:
+    frames_connect = connector([SNAPSHOT, CLOSED, DIFF])
+    writer_connect = connector([{"type": "ack", "id": "a"}, {"type": "ack", "id": "b"}])
+
+    async def run() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        async with async_client(frames_connect) as client, client.subscribe("v") as subscription:
+            frames = [frame async for frame in subscription]
+        async with async_client(writer_connect) as client, client.ws_writer("t") as writer:
+            await writer.send({"updates": []}, id="a")
+            await writer.send({"updates": [], "advance_to": 3}, id="b")
+            assert writer.pending == 2
+            acks = [ack async for ack in writer]
+        return frames, acks
+
+    frames, acks = asyncio.run(run())
+    assert frames == [SNAPSHOT, CLOSED]
+    assert acks == [{"type": "ack", "id": "a"}, {"type": "ack", "id": "b"}]
+    assert writer_connect.connection.sent[1] == {"updates": [], "advance_to": 3, "id": "b"}
+    assert frames_connect.connection.closed and writer_connect.connection.closed
+
+
+def test_async_subscription_typed_errors() -> None:
+    error = {"type": "error", "id": None, "error": {"code": "invalid", "message": "bad"}}
+    connect = connector([error])
+
+    async def run() -> None:
+        async with async_client(connect) as client:
+            async for _frame in client.subscribe("v"):
+                pass
+
+    with pytest.raises(InvalidError):
+        asyncio.run(run())
+
+
+def test_real_connections_to_a_closed_port_fail_cleanly() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with Client(url) as client:
+        with pytest.raises(ConnectionFailed) as subscribe_failed:
+            next(client.subscribe("v"))
+        with pytest.raises(ConnectionFailed) as write_failed:
+            client.ws_writer("t").send({"updates": []})
+    assert isinstance(subscribe_failed.value.__cause__, OSError)
+    assert isinstance(write_failed.value.__cause__, OSError)
+
+    async def run() -> None:
+        async with AsyncClient(url) as client, client.ws_writer("t") as writer:
+            await writer.send({"updates": []})
+
+    with pytest.raises(ConnectionFailed):
+        asyncio.run(run())

@@ -1,0 +1,67 @@
+"""A real difflow server for tests: ``python -m api.server`` on a free port, in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen
+    stderr: list[str]
+
+    @property
+    def ws_url(self) -> str:
+        return self.url.replace("http://", "ws://")
+
+    def client(self, timeout: float = 60.0) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=timeout)
+
+
+@contextmanager
+def running_server(tmp: Path, **settings: object) -> Iterator[Server]:
+    env = {**os.environ, "DIFFLOW_PORT": "0", "DIFFLOW_DATA_DIR": str(tmp)}
+    for k, v in settings.items():
+        env[f"DIFFLOW_{k.upper()}"] = str(v)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api.server"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    line = proc.stdout.readline()
+    match = re.search(r"(http://\S+)", line)
+    if match is None:
+        proc.kill()
+        raise RuntimeError(f"server did not start: {line!r} {proc.stderr.read()}")
+    stderr: list[str] = []
+    drain = threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    drain.start()
+    try:
+        yield Server(match.group(1), proc, stderr)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        drain.join(timeout=5)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -1,0 +1,80 @@
+"""Table lifecycle over real HTTP: create, list, describe, drop, and bad inputs."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.service.conftest import assert_error, make_table
+
+
+def test_health_and_openapi(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    spec = client.get("/openapi.json").json()
+    for path in (
+        "/v1/tables",
+        "/v1/tables/{name}/updates",
+        "/v1/views",
+        "/v1/views/{name}/rows",
+        "/v1/completions/{token}",
+    ):
+        assert path in spec["paths"], path
+
+
+def test_create_describe_list_drop(client: httpx.Client, name: str) -> None:
+    desc = make_table(client, name, [("src", "int"), ("dst", "int")], primary_key=["src", "dst"])
+    assert desc == {
+        "name": name,
+        "columns": [{"name": "src", "type": "int"}, {"name": "dst", "type": "int"}],
+        "primary_key": ["src", "dst"],
+        "timing": "server",
+        "time_dims": 1,
+        "frontier": desc["frontier"],
+        "rows": 0,
+        "readers": [],
+    }
+    assert client.get(f"/v1/tables/{name}").json() == desc
+    assert name in [t["name"] for t in client.get("/v1/tables").json()["tables"]]
+    assert client.delete(f"/v1/tables/{name}").status_code == 204
+    assert_error(client.get(f"/v1/tables/{name}"), 404, "not_found")
+    assert_error(client.delete(f"/v1/tables/{name}"), 404)
+
+
+def test_client_timed_two_dimensional(client: httpx.Client, name: str) -> None:
+    desc = make_table(client, name, [("k", "string")], timing="client", time_dims=2)
+    assert desc["timing"] == "client" and desc["time_dims"] == 2 and desc["frontier"] == [[0, 0]]
+
+
+def test_name_taken_is_409(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("x", "int")])
+    r = client.post("/v1/tables", json={"name": name, "columns": [{"name": "x", "type": "int"}]})
+    assert_error(r, 409, "name_taken")
+
+
+def test_bad_table_specs_are_422(client: httpx.Client, name: str) -> None:
+    bad = [
+        {"name": "9bad", "columns": [{"name": "x", "type": "int"}]},
+        {"name": name, "columns": []},
+        {"name": name, "columns": [{"name": "x", "type": "decimal"}]},
+        {"name": name, "columns": [{"name": "x", "type": "int"}, {"name": "x", "type": "int"}]},
+        {"name": name, "columns": [{"name": "x", "type": "int"}], "primary_key": ["y"]},
+        {"name": name, "columns": [{"name": "x", "type": "int"}], "timing": "sometimes"},
+        {"name": name, "columns": [{"name": "x", "type": "int"}], "time_dims": 2},
+        {
+            "name": name,
+            "columns": [{"name": "x", "type": "int"}],
+            "timing": "client",
+            "time_dims": 0,
+        },
+    ]
+    for body in bad:
+        assert_error(client.post("/v1/tables", json=body), 422)
+    assert_error(client.get(f"/v1/tables/{name}"), 404)  # nothing was created
+
+
+def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:
+    assert_error(client.post("/v1/tables", content=b"{nope"), 400)
+    assert_error(client.post("/v1/tables", json=[1, 2]), 422)
+
+
+def test_unknown_route_has_error_shape(client: httpx.Client) -> None:
+    assert_error(client.get("/v1/nothing-here"), 404, "not_found")

@@ -1,0 +1,269 @@
+"""Views over real HTTP: hydration, reachability against an independent BFS, views over
+views, shared arrangements, drops, and plan errors with paths."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import httpx
+
+from tests.service.conftest import assert_error, make_table, row_counts, rows, write
+
+REACH = {
+    "op": "iterate",
+    "result": "reach",
+    "vars": {
+        "reach": {
+            "op": "select",
+            "input": {"op": "table", "name": "ROOTS"},
+            "columns": {"root": "node", "node": "node"},
+        }
+    },
+    "body": {
+        "reach": {
+            "op": "distinct",
+            "input": {
+                "op": "concat",
+                "inputs": [
+                    {
+                        "op": "select",
+                        "input": {"op": "table", "name": "ROOTS"},
+                        "columns": {"root": "node", "node": "node"},
+                    },
+                    {
+                        "op": "join",
+                        "left": {"op": "var", "name": "reach"},
+                        "right": {"op": "table", "name": "EDGES"},
+                        "on": [["node", "src"]],
+                        "columns": {"root": "left.root", "node": "right.dst"},
+                    },
+                ],
+            },
+        }
+    },
+}
+
+
+def reach_plan(roots: str, edges: str) -> dict:
+    import json
+
+    return json.loads(json.dumps(REACH).replace("ROOTS", roots).replace("EDGES", edges))
+
+
+def bfs(roots: set[int], edges: list[tuple[int, int]]) -> set[tuple[int, int]]:
+    adj: dict[int, list[int]] = defaultdict(list)
+    for s, d in edges:
+        adj[s].append(d)
+    out = set()
+    for r in roots:
+        seen, todo = {r}, [r]
+        while todo:
+            n = todo.pop()
+            for m in adj[n]:
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        out |= {(r, n) for n in seen}
+    return out
+
+
+def reach_set(c: httpx.Client, view: str, **params: object) -> set[tuple[int, int]]:
+    got = rows(c, view, **params)["rows"]
+    assert all(r["count"] == 1 for r in got)
+    return {(r["data"]["root"], r["data"]["node"]) for r in got}
+
+
+def test_reachability_matches_bfs_under_updates(client: httpx.Client, name: str) -> None:
+    rng = random.Random(7)
+    roots_t, edges_t, view = f"{name}_roots", f"{name}_edges", f"{name}_reach"
+    make_table(client, roots_t, [("node", "int")])
+    make_table(client, edges_t, [("src", "int"), ("dst", "int")])
+    n = 40
+    edges = [(rng.randrange(n), rng.randrange(n)) for _ in range(70)]
+    roots = {0, 5, 9}
+    write(
+        client, edges_t, {"columns": {"src": [s for s, _ in edges], "dst": [d for _, d in edges]}}
+    )
+    write(client, roots_t, {"updates": [{"insert": {"node": r}} for r in roots]})
+    # registered after the data arrived: hydrates at once
+    r = client.post("/v1/views", json={"name": view, "query": reach_plan(roots_t, edges_t)})
+    assert r.status_code == 201, r.text
+    assert r.json()["rows"] == len(bfs(roots, edges))
+    assert reach_set(client, view) == bfs(roots, edges)
+    current = reach_set(client, view)
+    for step in range(25):
+        if step % 7 == 3:
+            root = rng.randrange(n)
+            op = "delete" if root in roots else "insert"
+            roots = roots - {root} if op == "delete" else roots | {root}
+            body = write(client, roots_t, {"updates": [{op: {"node": root}}]})
+        else:
+            old = edges.pop(rng.randrange(len(edges)))
+            new = (rng.randrange(n), rng.randrange(n))
+            edges.append(new)
+            body = write(
+                client,
+                edges_t,
+                {
+                    "updates": [
+                        {"delete": {"src": old[0], "dst": old[1]}},
+                        {"insert": {"src": new[0], "dst": new[1]}},
+                    ]
+                },
+            )
+        # the write's outputs are exactly the change of the view
+        for u in body["outputs"][view]:
+            pair = (u["data"]["root"], u["data"]["node"])
+            assert u["diff"] in (1, -1) and u["time"] == body["times"][0]
+            current = current | {pair} if u["diff"] == 1 else current - {pair}
+        expect = bfs(roots, edges)
+        assert current == expect
+        assert reach_set(client, view) == expect
+
+
+def test_view_over_view_and_drop_rules(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("k", "string"), ("v", "int")])
+    write(
+        client, name, {"updates": [{"insert": {"k": "a", "v": 1}}, {"insert": {"k": "b", "v": 5}}]}
+    )
+    base, top = f"{name}_big", f"{name}_cnt"
+    assert (
+        client.post(
+            "/v1/views",
+            json={
+                "name": base,
+                "query": {
+                    "op": "filter",
+                    "input": {"op": "table", "name": name},
+                    "where": {"fn": "gt", "args": ["v", 2]},
+                },
+            },
+        ).status_code
+        == 201
+    )
+    plan = {
+        "op": "reduce",
+        "input": {"op": "view", "name": base},
+        "by": [],
+        "aggregates": {"n": {"fn": "count"}},
+    }
+    assert client.post("/v1/views", json={"name": top, "query": plan}).status_code == 201
+    assert row_counts(client, top) == {(("n", 1),): 1}
+    body = write(client, name, {"updates": [{"insert": {"k": "c", "v": 9}}]})
+    assert set(body["outputs"]) == {base, top}
+    assert row_counts(client, top) == {(("n", 2),): 1}
+    assert client.get(f"/v1/tables/{name}").json()["readers"] == [base]
+    assert_error(client.delete(f"/v1/tables/{name}"), 409, "in_use")
+    assert_error(client.delete(f"/v1/views/{base}"), 409, "in_use")
+    assert client.delete(f"/v1/views/{top}").status_code == 204
+    assert client.delete(f"/v1/views/{base}").status_code == 204
+    assert client.delete(f"/v1/tables/{name}").status_code == 204
+    assert_error(client.get(f"/v1/views/{base}"), 404)
+
+
+def test_views_share_arrangements(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("src", "int"), ("dst", "int")])
+    write(client, name, {"columns": {"src": [1, 2, 3], "dst": [2, 3, 4]}})
+    two_hop = {
+        "op": "join",
+        "left": {"op": "table", "name": name},
+        "right": {"op": "table", "name": name},
+        "on": [["dst", "src"]],
+        "columns": {"a": "left.src", "b": "right.dst"},
+    }
+    for v in ("x", "y"):
+        assert (
+            client.post("/v1/views", json={"name": f"{name}_{v}", "query": two_hop}).status_code
+            == 201
+        )
+    desc = client.get(f"/v1/views/{name}_y").json()
+    shared = [a for a in desc["arrangements"] if a["shared_with"]]
+    assert shared and all(a["shared_with"] == [f"{name}_x"] for a in shared)
+    assert row_counts(client, f"{name}_y") == {(("a", 1), ("b", 3)): 1, (("a", 2), ("b", 4)): 1}
+    client.delete(f"/v1/views/{name}_x")
+    desc = client.get(f"/v1/views/{name}_y").json()
+    assert all(not a["shared_with"] for a in desc["arrangements"])
+    write(client, name, {"updates": [{"insert": {"src": 4, "dst": 5}}]})
+    assert (("a", 3), ("b", 5)) in row_counts(client, f"{name}_y")
+
+
+def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("x", "int"), ("s", "string")])
+    other = f"{name}_c"
+    make_table(client, other, [("x", "int")], timing="client")
+    cases = [
+        ({"op": "nope"}, "query"),
+        ({"op": "table", "name": "missing"}, "query"),
+        (
+            {"op": "select", "input": {"op": "table", "name": name}, "columns": {"y": "zzz"}},
+            "query.columns.y",
+        ),
+        (
+            {
+                "op": "filter",
+                "input": {"op": "table", "name": name},
+                "where": {"fn": "add", "args": ["x", "s"]},
+            },
+            "query.where",
+        ),
+        ({"op": "filter", "input": {"op": "table", "name": name}, "where": "x"}, "query.where"),
+        (
+            {
+                "op": "concat",
+                "inputs": [
+                    {"op": "table", "name": name},
+                    {"op": "select", "input": {"op": "table", "name": name}, "columns": {"x": "x"}},
+                ],
+            },
+            "query.inputs.1",
+        ),
+        (
+            {
+                "op": "join",
+                "left": {"op": "table", "name": name},
+                "right": {"op": "table", "name": name},
+                "on": [["x", "s"]],
+            },
+            "query.on.0",
+        ),
+        (
+            {
+                "op": "reduce",
+                "input": {"op": "table", "name": name},
+                "by": ["x"],
+                "aggregates": {"t": {"fn": "sum", "of": "s"}},
+            },
+            "query.aggregates.t.of",
+        ),
+        (
+            {
+                "op": "iterate",
+                "vars": {"r": {"op": "table", "name": name}},
+                "body": {"r": {"op": "var", "name": "q"}},
+                "result": "r",
+            },
+            "query.body.r",
+        ),
+        (
+            {
+                "op": "concat",
+                "inputs": [{"op": "table", "name": name}, {"op": "table", "name": other}],
+            },
+            "query.inputs.1",
+        ),
+        (
+            {
+                "op": "filter",
+                "input": {"op": "table", "name": name},
+                "where": {"fn": "frobnicate", "args": []},
+            },
+            "query.where",
+        ),
+    ]
+    for plan, path in cases:
+        r = client.post("/v1/views", json={"name": f"{name}_v", "query": plan})
+        err = assert_error(r, 422)
+        assert err["detail"]["path"] == path, (plan, err)
+    assert_error(client.get(f"/v1/views/{name}_v"), 404)
+    assert client.get(f"/v1/tables/{name}").json()["readers"] == []

@@ -1,0 +1,304 @@
+"""Writes over real HTTP: outputs and latency, client times and frontiers, completions,
+primary keys, the columnar form, and bad input that must leave no trace."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.service.conftest import assert_error, make_table, row_counts, write
+
+
+def _count_view(c: httpx.Client, view: str, table: str) -> None:
+    plan = {
+        "op": "reduce",
+        "input": {"op": "table", "name": table},
+        "by": ["k"],
+        "aggregates": {"n": {"fn": "count"}},
+    }
+    r = c.post("/v1/views", json={"name": view, "query": plan})
+    assert r.status_code == 201, r.text
+
+
+def test_server_timed_write_returns_outputs_and_latency(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("k", "string"), ("v", "int")])
+    _count_view(client, f"{name}_n", name)
+    body = write(
+        client, name, {"updates": [{"insert": {"k": "a", "v": 1}}, {"insert": {"k": "a", "v": 2}}]}
+    )
+    assert body["status"] == "done" and len(body["times"]) == 1
+    (t,) = body["times"]
+    assert body["frontier"] == [t + 1]
+    assert body["latency_ms"] >= 0
+    assert body["outputs"] == {f"{name}_n": [{"data": {"k": "a", "n": 2}, "time": t, "diff": 1}]}
+    body = write(client, name, {"updates": [{"delete": {"k": "a", "v": 1}}]})
+    (t2,) = body["times"]
+    assert t2 > t
+    assert sorted(body["outputs"][f"{name}_n"], key=lambda u: u["diff"]) == [
+        {"data": {"k": "a", "n": 2}, "time": t2, "diff": -1},
+        {"data": {"k": "a", "n": 1}, "time": t2, "diff": 1},
+    ]
+
+
+def test_client_timed_pending_then_done(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("k", "string"), ("v", "int")], timing="client")
+    _count_view(client, f"{name}_n", name)
+    r = client.post(
+        f"/v1/tables/{name}/updates", json={"updates": [{"insert": {"k": "x", "v": 1}, "time": 5}]}
+    )
+    assert r.status_code == 202, r.text
+    pending = r.json()
+    assert pending["status"] == "pending"
+    token = pending["token"]
+    assert client.get(f"/v1/completions/{token}").status_code == 202
+    done = write(client, name, {"updates": [], "advance_to": 6})
+    assert done["frontier"] == [6]
+    r = client.get(f"/v1/completions/{token}")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "done" and body["times"] == [5]
+    assert body["outputs"][f"{name}_n"] == [{"data": {"k": "x", "n": 1}, "time": 5, "diff": 1}]
+    assert_error(client.get("/v1/completions/w-does-not-exist"), 404)
+
+
+def test_write_that_advances_its_own_frontier_is_done(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("k", "string"), ("v", "int")], timing="client")
+    _count_view(client, f"{name}_n", name)
+    body = write(
+        client,
+        name,
+        {
+            "updates": [{"insert": {"k": "x", "v": 1}}, {"insert": {"k": "y", "v": 1}, "time": 3}],
+            "time": 2,
+            "advance_to": 4,
+        },
+    )
+    assert body["times"] == [2, 3] and body["frontier"] == [4]
+    outs = sorted((u["data"]["k"], u["time"]) for u in body["outputs"][f"{name}_n"])
+    assert outs == [("x", 2), ("y", 3)]
+
+
+def test_wait_false_answers_202_at_once(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("x", "int")])
+    r = client.post(
+        f"/v1/tables/{name}/updates",
+        params={"wait": "false"},
+        json={"updates": [{"insert": {"x": 1}}]},
+    )
+    assert r.status_code == 202
+    token = r.json()["token"]
+    for _ in range(100):
+        r = client.get(f"/v1/completions/{token}")
+        if r.status_code == 200:
+            break
+    assert r.status_code == 200 and r.json()["status"] == "done"
+
+
+def test_time_before_frontier_and_backwards_frontier_are_409(
+    client: httpx.Client, name: str
+) -> None:
+    make_table(client, name, [("x", "int")], timing="client")
+    write(client, name, {"updates": [], "advance_to": 10})
+    assert_error(
+        client.post(
+            f"/v1/tables/{name}/updates", json={"updates": [{"insert": {"x": 1}, "time": 9}]}
+        ),
+        409,
+        "time_before_frontier",
+    )
+    assert_error(
+        client.post(f"/v1/tables/{name}/updates", json={"updates": [], "advance_to": 3}),
+        409,
+        "frontier_backwards",
+    )
+    assert client.get(f"/v1/tables/{name}").json()["frontier"] == [10]
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
+
+
+def test_one_bad_row_rejects_the_whole_batch(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("k", "string"), ("v", "int")])
+    _count_view(client, f"{name}_n", name)
+    write(client, name, {"updates": [{"insert": {"k": "a", "v": 1}}]})
+    before_table = client.get(f"/v1/tables/{name}").json()
+    before_view = row_counts(client, f"{name}_n")
+    bad_batches = [
+        {"updates": [{"insert": {"k": "b", "v": 1}}, {"insert": {"k": "c", "v": "two"}}]},
+        {"updates": [{"insert": {"k": "b", "v": 1}}, {"insert": {"k": "c", "v": 2, "extra": 1}}]},
+        {"updates": [{"insert": {"k": "b", "v": 1}}, {"insert": {"k": "c"}}]},
+        {"updates": [{"insert": {"k": "b", "v": 1}}, {"insert": {"k": "c", "v": 1.5}}]},
+        {"updates": [{"insert": {"k": "b", "v": 1}}, {"insert": {"k": "c", "v": True}}]},
+        {"updates": [{"insert": {"k": "b", "v": 1}}, {"upsert": {"k": "c", "v": 1}}]},
+        {"updates": [{"insert": {"k": "b", "v": 1}}, {"bogus": {"k": "c", "v": 1}}]},
+        {"updates": [{"insert": {"k": "b", "v": 1}, "time": 3}]},
+        {"updates": [], "advance_to": 99},
+        {"updates": "nope"},
+        {"rows": []},
+    ]
+    for body in bad_batches:
+        err = assert_error(client.post(f"/v1/tables/{name}/updates", json=body), 422)
+        assert "path" in (err["detail"] or {}), err
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == before_table["rows"]
+    assert row_counts(client, f"{name}_n") == before_view
+
+
+def test_primary_key_semantics(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("id", "int"), ("v", "string")], primary_key=["id"])
+    view = f"{name}_all"
+    assert (
+        client.post(
+            "/v1/views", json={"name": view, "query": {"op": "table", "name": name}}
+        ).status_code
+        == 201
+    )
+    write(client, name, {"updates": [{"insert": {"id": 1, "v": "a"}}]})
+    assert_error(
+        client.post(
+            f"/v1/tables/{name}/updates", json={"updates": [{"insert": {"id": 1, "v": "b"}}]}
+        ),
+        422,
+        "key_present",
+    )
+    assert_error(
+        client.post(
+            f"/v1/tables/{name}/updates", json={"updates": [{"delete": {"id": 2, "v": "a"}}]}
+        ),
+        422,
+        "row_absent",
+    )
+    assert_error(
+        client.post(
+            f"/v1/tables/{name}/updates", json={"updates": [{"delete": {"id": 1, "v": "zzz"}}]}
+        ),
+        422,
+        "row_absent",
+    )
+    body = write(
+        client,
+        name,
+        {"updates": [{"upsert": {"id": 1, "v": "b"}}, {"upsert": {"id": 2, "v": "c"}}]},
+    )
+    (t,) = body["times"]
+    assert all(u["time"] == t for u in body["outputs"][view])
+    assert sorted((u["data"]["id"], u["data"]["v"], u["diff"]) for u in body["outputs"][view]) == [
+        (1, "a", -1),
+        (1, "b", 1),
+        (2, "c", 1),
+    ]
+    assert row_counts(client, view) == {(("id", 1), ("v", "b")): 1, (("id", 2), ("v", "c")): 1}
+    # insert then delete of the same key in one write is fine; a failing write changes nothing
+    write(
+        client,
+        name,
+        {"updates": [{"insert": {"id": 3, "v": "x"}}, {"delete": {"id": 3, "v": "x"}}]},
+    )
+    assert_error(
+        client.post(
+            f"/v1/tables/{name}/updates",
+            json={"updates": [{"insert": {"id": 4, "v": "x"}}, {"insert": {"id": 4, "v": "y"}}]},
+        ),
+        422,
+    )
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 2
+
+
+def test_columnar_form(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("k", "string"), ("v", "float")], timing="client")
+    view = f"{name}_s"
+    plan = {
+        "op": "reduce",
+        "input": {"op": "table", "name": name},
+        "by": ["k"],
+        "aggregates": {"s": {"fn": "sum", "of": "v"}},
+    }
+    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    body = write(
+        client,
+        name,
+        {
+            "columns": {"k": ["a", "a", "b"], "v": [1.5, 2, 4.0]},
+            "diff": [1, 2, 1],
+            "time": [0, 1, 1],
+            "advance_to": 2,
+        },
+    )
+    assert body["times"] == [0, 1]
+    assert row_counts(client, view) == {(("k", "a"), ("s", 5.5)): 1, (("k", "b"), ("s", 4.0)): 1}
+    assert row_counts(client, view, as_of=1) == row_counts(client, view)
+    assert row_counts(client, view, as_of=0) == {(("k", "a"), ("s", 1.5)): 1}
+    err = assert_error(
+        client.get(f"/v1/views/{view}/rows", params={"as_of": 2}), 409, "time_unavailable"
+    )
+    assert err["detail"] == {"valid_from": [0], "frontier": [2]}
+    assert_error(
+        client.post(
+            f"/v1/tables/{name}/updates", json={"columns": {"k": ["a"], "v": [1.0, 2.0]}, "time": 2}
+        ),
+        422,
+    )
+    assert_error(
+        client.post(f"/v1/tables/{name}/updates", json={"columns": {"k": ["a"]}, "time": 2}),
+        422,
+        "wrong_columns",
+    )
+
+
+def test_two_dimensional_times(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("k", "int")], timing="client", time_dims=2)
+    view = f"{name}_n"
+    plan = {
+        "op": "reduce",
+        "input": {"op": "table", "name": name},
+        "by": [],
+        "aggregates": {"n": {"fn": "count"}},
+    }
+    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    write(
+        client,
+        name,
+        {
+            "updates": [{"insert": {"k": 1}, "time": [0, 1]}, {"insert": {"k": 2}, "time": [1, 0]}],
+            "advance_to": [[2, 2]],
+        },
+    )
+    assert row_counts(client, view, as_of="1,1") == {(("n", 2),): 1}
+    assert row_counts(client, view, as_of="0,1") == {(("n", 1),): 1}
+    assert row_counts(client, view, as_of="1,0") == {(("n", 1),): 1}
+    assert_error(
+        client.get(f"/v1/views/{view}/rows", params={"as_of": "5,5"}), 409, "time_unavailable"
+    )
+    assert_error(
+        client.post(
+            f"/v1/tables/{name}/updates", json={"updates": [{"insert": {"k": 1}, "time": 3}]}
+        ),
+        422,
+        "bad_time",
+    )
+
+
+def test_compacted_times_are_409_naming_the_range(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.service.server import running_server
+
+    with running_server(tmp_path, history=2) as s, s.client() as c:
+        make_table(c, "h", [("k", "string")], timing="client")
+        plan = {"op": "table", "name": "h"}
+        assert c.post("/v1/views", json={"name": "hv", "query": plan}).status_code == 201
+        for t in range(6):
+            write(c, "h", {"updates": [{"insert": {"k": f"k{t}"}, "time": t}], "advance_to": t + 1})
+        assert len(row_counts(c, "hv", as_of=4)) == 5 and len(row_counts(c, "hv", as_of=5)) == 6
+        err = assert_error(c.get("/v1/views/hv/rows", params={"as_of": 3}), 409, "time_unavailable")
+        assert err["detail"] == {"valid_from": [4], "frontier": [6]}
+        assert "[4]" in err["message"] and "[6]" in err["message"]
+
+
+def test_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.service.server import running_server
+
+    with running_server(tmp_path, max_batch=3, max_body_mb=1) as s, s.client() as c:
+        make_table(c, "lim", [("x", "int")])
+        ups = [{"insert": {"x": i}} for i in range(4)]
+        assert_error(
+            c.post("/v1/tables/lim/updates", json={"updates": ups}), 413, "batch_too_large"
+        )
+        assert_error(c.post("/v1/tables/lim/updates", json={"columns": {"x": list(range(4))}}), 413)
+        big = b'{"updates": [' + b" " * (2 * 1024 * 1024) + b"]}"
+        assert_error(c.post("/v1/tables/lim/updates", content=big), 413, "body_too_large")
+        assert c.get("/v1/tables/lim").json()["rows"] == 0

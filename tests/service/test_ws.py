@@ -1,0 +1,181 @@
+"""WebSocket writes and subscriptions against a real server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from contextlib import ExitStack
+
+import httpx
+from websockets.sync.client import connect
+
+from tests.service.conftest import make_table, write
+from tests.service.rawws import StalledPeer
+from tests.service.server import running_server
+
+
+def recv(ws, timeout: float = 30.0) -> dict:  # type: ignore[no-untyped-def]
+    return json.loads(ws.recv(timeout=timeout))
+
+
+def test_pipelined_writes_ack_in_order(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
+    make_table(client, name, [("k", "int")])
+    view = f"{name}_n"
+    plan = {
+        "op": "reduce",
+        "input": {"op": "table", "name": name},
+        "by": [],
+        "aggregates": {"n": {"fn": "count"}},
+    }
+    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
+        for i in range(200):
+            ws.send(json.dumps({"id": i, "updates": [{"insert": {"k": i}}]}))
+        acks = [recv(ws) for _ in range(200)]
+    assert [a["id"] for a in acks] == list(range(200))
+    assert all(a["type"] == "ack" and a["status"] == "done" for a in acks)
+    times = [a["times"][0] for a in acks]
+    assert times == sorted(times) and len(set(times)) == 200  # each frame its own time
+    counts = [a["outputs"][view] for a in acks]
+    for i, out in enumerate(counts):  # the count after frame i is i + 1, at frame i's time
+        assert {"data": {"n": i + 1}, "time": times[i], "diff": 1} in out
+
+
+def test_bad_frame_then_good_frame(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
+    make_table(client, name, [("k", "int")])
+    with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
+        ws.send("{not json")
+        ws.send(json.dumps({"id": "b", "updates": [{"insert": {"k": "str"}}]}))
+        ws.send(json.dumps({"id": "c", "updates": [{"insert": {"k": 1}}]}))
+        e1, e2, ok = recv(ws), recv(ws), recv(ws)
+    assert e1["type"] == "error" and e1["error"]["code"] == "invalid_json"
+    assert (
+        e2 == {"type": "error", "id": "b", "error": e2["error"]}
+        and e2["error"]["detail"]["path"] == "updates[0].insert.k"
+    )
+    assert ok["type"] == "ack" and ok["id"] == "c" and ok["status"] == "done"
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 1
+
+
+def test_subscription_snapshot_diffs_progress(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
+    make_table(client, name, [("k", "string"), ("v", "int")])
+    view = f"{name}_s"
+    plan = {
+        "op": "reduce",
+        "input": {"op": "table", "name": name},
+        "by": ["k"],
+        "aggregates": {"s": {"fn": "sum", "of": "v"}},
+    }
+    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    write(client, name, {"updates": [{"insert": {"k": "a", "v": 1}}]})
+    with ExitStack() as stack:
+        subs = [
+            stack.enter_context(connect(f"{server.ws_url}/v1/views/{view}/subscribe"))
+            for _ in range(3)
+        ]
+        firsts = [[recv(ws), recv(ws)] for ws in subs]
+        for snap, prog in firsts:
+            assert snap["type"] == "snapshot" and snap["seq"] == 0
+            assert snap["updates"] == [{"data": {"k": "a", "s": 1}, "diff": 1}]
+            assert (
+                prog["type"] == "progress"
+                and prog["seq"] == 1
+                and prog["frontier"] == [snap["time"] + 1]
+            )
+        t1 = write(client, name, {"updates": [{"insert": {"k": "a", "v": 2}}]})["times"][0]
+        t2 = write(client, name, {"updates": [{"insert": {"k": "b", "v": 7}}]})["times"][0]
+        for ws in subs:
+            frames = [recv(ws) for _ in range(4)]
+            assert [f["seq"] for f in frames] == [2, 3, 4, 5]
+            assert [f["type"] for f in frames] == ["diff", "progress", "diff", "progress"]
+            assert frames[0]["time"] == t1 and sorted(
+                frames[0]["updates"], key=lambda u: u["diff"]
+            ) == [{"data": {"k": "a", "s": 1}, "diff": -1}, {"data": {"k": "a", "s": 3}, "diff": 1}]
+            assert frames[1]["frontier"] == [t1 + 1]
+            assert frames[2] == {
+                "type": "diff",
+                "seq": 4,
+                "time": t2,
+                "updates": [{"data": {"k": "b", "s": 7}, "diff": 1}],
+            }
+
+
+def test_subscribe_unknown_view_is_an_error_frame(server) -> None:  # type: ignore[no-untyped-def]
+    with connect(f"{server.ws_url}/v1/views/nope/subscribe") as ws:
+        f = recv(ws)
+    assert f["type"] == "error" and f["error"]["code"] == "not_found"
+
+
+def test_dropping_a_view_closes_its_subscribers(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
+    make_table(client, name, [("k", "int")])
+    view = f"{name}_v"
+    assert (
+        client.post(
+            "/v1/views", json={"name": view, "query": {"op": "table", "name": name}}
+        ).status_code
+        == 201
+    )
+    with connect(f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=false&progress=false") as ws:
+        write(client, name, {"updates": [{"insert": {"k": 1}}]})
+        assert recv(ws)["type"] == "diff"
+        assert client.delete(f"/v1/views/{view}").status_code == 204
+        closed = recv(ws)
+    assert closed["type"] == "closed" and closed["seq"] == 1 and "dropped" in closed["reason"]
+
+
+def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with running_server(tmp_path, heartbeat_s=0.3, subscriber_buffer=4) as s, s.client() as c:
+        make_table(c, "big", [("k", "int"), ("pad", "string")])
+        assert (
+            c.post(
+                "/v1/views", json={"name": "bigv", "query": {"op": "table", "name": "big"}}
+            ).status_code
+            == 201
+        )
+        with connect(f"{s.ws_url}/v1/views/bigv/subscribe?snapshot=false&progress=false") as idle:
+            hb = recv(idle, timeout=5)
+            assert hb == {"type": "heartbeat", "seq": 0}
+        good_frames: list[dict] = []
+        stop = threading.Event()
+
+        def reader() -> None:
+            with connect(
+                f"{s.ws_url}/v1/views/bigv/subscribe?snapshot=false&progress=false", max_size=None
+            ) as ws:
+                while not stop.is_set():
+                    try:
+                        good_frames.append(json.loads(ws.recv(timeout=0.5)))
+                    except TimeoutError:
+                        continue
+
+        t = threading.Thread(target=reader)
+        t.start()
+        time.sleep(0.5)
+        stalled = StalledPeer(f"{s.ws_url}/v1/views/bigv/subscribe?snapshot=false&progress=false")
+        pad = "x" * 2000
+        writes = 40
+        for i in range(writes):  # ~2.4 MB per frame: far more than the peer's socket holds
+            body = {"columns": {"k": list(range(i * 1200, (i + 1) * 1200)), "pad": [pad] * 1200}}
+            r = c.post("/v1/tables/big/updates", json=body)
+            assert r.status_code == 200 and r.json()["status"] == "done"
+        deadline = time.time() + 60
+        while (
+            sum(1 for f in good_frames if f["type"] == "diff") < writes and time.time() < deadline
+        ):
+            time.sleep(0.1)
+        stop.set()
+        t.join()
+        diffs = [f for f in good_frames if f["type"] == "diff"]
+        assert len(diffs) == writes  # the reading subscriber got everything
+        assert [f["seq"] for f in good_frames] == list(range(len(good_frames)))
+        frames = []
+        while (f := stalled.frame()) is not None:
+            frames.append(f)
+            if f["type"] == "closed":
+                break
+        stalled.close()
+        assert [f["seq"] for f in frames] == list(range(len(frames)))  # no gaps, even when dropped
+        assert frames[-1]["type"] == "closed"
+        assert "4 frames" in frames[-1]["reason"] and "slow" in frames[-1]["reason"]
+        assert len(frames) < writes

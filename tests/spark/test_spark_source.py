@@ -1,0 +1,244 @@
+"""Planning a load: formats, column mapping, push-down, and errors that say what to fix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.orc as orc
+import pytest
+
+from service.errors import Invalid, LoadError
+
+pytestmark = pytest.mark.spark
+
+EDGES = [("src", "int"), ("dst", "int")]
+
+
+def load_error(plan: Callable[..., Any], spec: dict[str, Any], schema: list[Any]) -> LoadError:
+    with pytest.raises(LoadError) as info:
+        plan(spec, schema)
+    return info.value
+
+
+def test_parquet_values_and_types(write_parquet: Callable[..., str], load: Any) -> None:
+    path = write_parquet(
+        {
+            "i32": pa.array([1, -2, 3], pa.int32()),
+            "i64": pa.array([2**40, 0, -(2**40)], pa.int64()),
+            "f32": pa.array([0.5, 1.5, -2.0], pa.float32()),
+            "f64": [0.1, 1e300, -0.0],
+            "flag": [True, False, True],
+            "name": ["a", "ü", ""],
+        }
+    )
+    schema = [
+        ("a", "int"),
+        ("b", "int"),
+        ("x", "float"),
+        ("y", "float"),
+        ("ok", "bool"),
+        ("name", "string"),
+        ("w", "float"),
+    ]
+    columns = {"a": "i32", "b": "i64", "x": "f32", "y": "f64", "ok": "flag", "w": "i32"}
+    out = load({"source": {"path": path, "format": "parquet"}, "columns": columns}, schema)
+    assert out["a"].dtype == np.int64 and out["a"].tolist() == [1, -2, 3]
+    assert out["b"].tolist() == [2**40, 0, -(2**40)]
+    assert out["x"].dtype == np.float64 and out["x"].tolist() == [0.5, 1.5, -2.0]
+    assert out["y"].tolist() == [0.1, 1e300, -0.0]
+    assert out["ok"].dtype == np.bool_ and out["ok"].tolist() == [True, False, True]
+    assert out["name"] == ["a", "ü", ""]
+    assert out["w"].tolist() == [1.0, -2.0, 3.0]
+
+
+def test_csv_with_header_parses_text_into_table_types(write_text: Any, load: Any) -> None:
+    path = write_text("edges.csv", "from,to,w,ok,label\n1,2,0.5,true,007\n3,4,1.5,false,x y\n")
+    schema = [("src", "int"), ("dst", "int"), ("w", "float"), ("ok", "bool"), ("label", "string")]
+    out = load(
+        {"source": {"path": path, "format": "csv"}, "columns": {"src": "from", "dst": "to"}}, schema
+    )
+    assert out["src"].tolist() == [1, 3]
+    assert out["dst"].tolist() == [2, 4]
+    assert out["w"].tolist() == [0.5, 1.5]
+    assert out["ok"].tolist() == [True, False]
+    assert out["label"] == ["007", "x y"]  # strings stay exactly as written
+
+
+def test_csv_honours_user_options(write_text: Any, load: Any) -> None:
+    path = write_text("edges.txt", "1;2\n3;4\n")
+    spec = {
+        "source": {
+            "path": path,
+            "format": "csv",
+            "options": {"header": False, "sep": ";", "inferSchema": True},
+        },
+        "columns": {"src": "_c0", "dst": "_c1"},
+    }
+    out = load(spec, EDGES)
+    assert out["src"].tolist() == [1, 3] and out["dst"].tolist() == [2, 4]
+
+
+def test_json_lines_and_orc(write_text: Any, tmp_path: Any, load: Any) -> None:
+    path = write_text("edges.json", '{"src": 1, "dst": 2}\n{"src": 3, "dst": 4, "extra": "x"}\n')
+    out = load({"source": {"path": path}}, EDGES)
+    assert out["src"].tolist() == [1, 3] and out["dst"].tolist() == [2, 4]
+    orc_path = str(tmp_path / "edges.orc")
+    orc.write_table(pa.table({"src": [5, 6], "dst": [7, 8]}), orc_path)
+    out = load({"source": {"path": orc_path, "format": "orc"}}, EDGES)
+    assert out["src"].tolist() == [5, 6] and out["dst"].tolist() == [7, 8]
+
+
+def test_mapping_and_where_are_pushed_down(
+    write_parquet: Any, plan: Any, load: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = 1000
+    path = write_parquet(
+        {
+            "from_id": np.arange(n),
+            "to_id": np.arange(n) + 1,
+            "weight": np.arange(n) % 3,
+            "payload": ["x" * 50] * n,
+        }
+    )
+    spec = {
+        "source": {"path": path},
+        "columns": {"src": "from_id", "dst": "to_id"},
+        "where": "weight > 1",
+    }
+    frame = plan(spec, EDGES)
+    assert frame.df.columns == ["src", "dst"]
+    assert frame.describe("dst") == "'dst' (source column 'to_id')"
+    capsys.readouterr()
+    frame.df.explain()
+    physical = capsys.readouterr().out
+    read_schema = physical.split("ReadSchema: ", 1)[1].split()[0]
+    assert read_schema == "struct<from_id:bigint,to_id:bigint,weight:bigint>"  # no payload
+    assert "GreaterThan(weight,1)" in physical.split("PushedFilters: ", 1)[1]
+    out = load(spec, EDGES)
+    expected = np.arange(n)[np.arange(n) % 3 > 1]
+    assert out["src"].tolist() == expected.tolist()
+    assert out["dst"].tolist() == (expected + 1).tolist()
+
+
+def test_table_and_temp_view_and_sql_sources(spark: Any, load: Any) -> None:
+    df = spark.createDataFrame([(1, 2, "a"), (2, 3, "b"), (3, 1, "c")], "a long, b long, s string")
+    df.write.mode("overwrite").saveAsTable("edges_saved")
+    df.createOrReplaceTempView("edges_view")
+    try:
+        saved = load(
+            {"source": {"table": "edges_saved"}, "columns": {"src": "a", "dst": "b"}}, EDGES
+        )
+        assert sorted(saved["src"].tolist()) == [1, 2, 3]
+        view = load(
+            {
+                "source": {"table": "edges_view"},
+                "columns": {"src": "a", "dst": "b"},
+                "where": "s <> 'b'",
+            },
+            EDGES,
+        )
+        assert view["src"].tolist() == [1, 3] and view["dst"].tolist() == [2, 1]
+        sql = load(
+            {
+                "source": {"sql": "SELECT a AS src, b + 10 AS dst FROM edges_view"},
+                "where": "src >= 2",
+            },
+            EDGES,
+        )
+        assert sql["src"].tolist() == [2, 3] and sql["dst"].tolist() == [13, 11]
+    finally:
+        spark.sql("DROP TABLE IF EXISTS edges_saved")
+        spark.catalog.dropTempView("edges_view")
+
+
+def test_missing_path_names_it(plan: Any, tmp_path: Any) -> None:
+    missing = str(tmp_path / "nope" / "edges.parquet")
+    error = load_error(plan, {"source": {"path": missing}}, EDGES)
+    assert error.code == "source_not_found"
+    assert missing in error.message
+
+
+def test_missing_table(plan: Any) -> None:
+    error = load_error(plan, {"source": {"table": "no_such_table"}}, EDGES)
+    assert error.code == "source_not_found"
+    assert "no_such_table" in error.message
+    error = load_error(plan, {"source": {"sql": "SELECT * FROM no_such_table"}}, EDGES)
+    assert error.code == "source_not_found"
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc", "json"])
+def test_unreadable_file(write_text: Any, plan: Any, fmt: str) -> None:
+    path = write_text(f"edges.{fmt}", "this is not a data file\n")
+    error = load_error(plan, {"source": {"path": path, "format": fmt}}, EDGES)
+    assert error.code == "source_unreadable"
+    assert path in error.message
+
+
+def test_missing_column_lists_available(write_parquet: Any, plan: Any) -> None:
+    path = write_parquet({"Src": [1], "to_id": [2]})
+    error = load_error(plan, {"source": {"path": path}, "columns": {"dst": "to_id"}}, EDGES)
+    assert error.code == "column_missing"
+    assert "'src' (for table column 'src')" in error.message
+    assert "did you mean 'Src'?" in error.message
+    assert "Src (bigint), to_id (bigint)" in error.message
+    assert error.detail["available"] == ["Src", "to_id"]
+
+
+@pytest.mark.parametrize(
+    ("values", "table_type", "source_type"),
+    [
+        (["1", "2"], "int", "string"),
+        ([1.5, 2.0], "int", "double"),
+        ([1, 2], "string", "bigint"),
+        ([1, 0], "bool", "bigint"),
+        ([True, False], "float", "boolean"),
+    ],
+)
+def test_wrong_type_names_both(
+    write_parquet: Any, plan: Any, values: list[Any], table_type: str, source_type: str
+) -> None:
+    path = write_parquet({"v": values})
+    error = load_error(plan, {"source": {"path": path}}, [("v", table_type)])
+    assert error.code == "column_type"
+    assert f"type {source_type}" in error.message
+    assert f"'v' of type {table_type}" in error.message
+    assert error.detail == {
+        "column": "v",
+        "source_column": "v",
+        "source_type": source_type,
+        "table_type": table_type,
+    }
+
+
+def test_malformed_csv_value_fails_the_stream(write_text: Any, load: Any) -> None:
+    path = write_text("edges.csv", "src,dst\n1,2\n3,four\n")
+    with pytest.raises(LoadError) as info:
+        load({"source": {"path": path}}, EDGES)
+    assert info.value.code == "column_type"
+    assert "'four'" in info.value.message
+
+
+def test_bad_where(write_parquet: Any, plan: Any) -> None:
+    path = write_parquet({"src": [1], "dst": [2]})
+    with pytest.raises(Invalid) as invalid:
+        plan({"source": {"path": path}, "where": "src >"}, EDGES)
+    assert invalid.value.detail == {"path": "where"}
+    error = load_error(plan, {"source": {"path": path}, "where": "weight > 0"}, EDGES)
+    assert error.code == "column_missing"
+    assert "weight" in error.message
+
+
+def test_bad_sql(spark: Any, plan: Any) -> None:
+    with pytest.raises(Invalid) as invalid:
+        plan({"source": {"sql": "SELECT src dst FROM"}}, EDGES)
+    assert invalid.value.detail == {"path": "source.sql"}
+    spark.createDataFrame([(1, 2)], "src long, dst long").write.saveAsTable("kept")
+    try:
+        with pytest.raises(Invalid):
+            plan({"source": {"sql": "SELECT 1 AS src, 2 AS dst; DROP TABLE kept"}}, EDGES)
+        assert spark.catalog.tableExists("kept")
+    finally:
+        spark.sql("DROP TABLE IF EXISTS kept")
