@@ -45,4 +45,10 @@ def round_frontier(parent: Antichain, round_: int) -> Antichain:
     dims = parent.dims + 1
     bump = np.zeros((1, dims), dtype=np.int64)
     bump[0, -1] = round_ + 1
-    return Antichain(np.concatenate([parent.extend(0).elements, bump]), dims)
+    if parent.is_empty:
+        return Antichain(bump, dims)
+    extended = np.zeros((parent.elements.shape[0], dims), dtype=np.int64)
+    extended[:, :-1] = parent.elements
+    if (extended[:, :-1] == 0).all(axis=1).any():  # (0.., 0) <= the bump: it is the frontier
+        return Antichain(extended, dims)
+    return Antichain.trusted(np.concatenate([bump, extended]), dims)  # bump sorts first

@@ -19,6 +19,7 @@ from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
 from engine.schema import Schema
 from engine.trace import Layout, TraceBatch
 from engine.trace.cursor import match_keys
+from engine.trace.seek import pair_batches
 
 __all__ = ["Join", "join_pairs"]
 
@@ -26,7 +27,8 @@ __all__ = ["Join", "join_pairs"]
 def join_pairs(
     a: TraceBatch, b: TraceBatch, exact: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Record pairs with equal keys: (a record, a key, b record, b key) index arrays."""
+    """Record pairs with equal keys: (a record, a key, b record, b key) index arrays. The
+    numpy reference of the compiled ``pair_batches`` the operator uses."""
     qi, kb = match_keys(a.codes, a.keys, b.codes, b.keys, exact)
     if qi.shape[0] == 0:
         z = np.zeros(0, dtype=np.int64)
@@ -106,7 +108,9 @@ class Join(Operator):
     ) -> list[UpdateBatch]:
         out = []
         for b in other:
-            ai, ak, bi, bk = join_pairs(delta, b, self.exact)
+            ai, ak, bi, bk = pair_batches(
+                delta.codes, delta.keys, delta.offsets, b.codes, b.keys, b.offsets, self.exact
+            )
             if ai.shape[0] == 0:
                 continue
             if delta_side == 0:

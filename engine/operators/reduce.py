@@ -29,7 +29,7 @@ from engine.operators.reduce_kernels import (
     accumulate_at,
     consolidate_rows,
 )
-from engine.operators.reduce_times import Grid, candidate_grid
+from engine.operators.reduce_times import Grid, candidates
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
 
@@ -137,7 +137,7 @@ class Reduce(Operator):
 
         inp = self.source.spine.gather(k_codes, k_keys)
         out = self.spine.gather(k_codes, k_keys)
-        grid = candidate_grid(
+        grid = candidates(
             nkeys,
             owner,
             times,

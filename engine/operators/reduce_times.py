@@ -27,9 +27,17 @@ import numpy as np
 
 from engine.consolidate import group_starts, lex_order
 from engine.lattice import Antichain, leq
+from engine.operators.reduce_line import line_candidates
 from engine.trace.cursor import expand_ranges
 
-__all__ = ["Grid", "candidate_grid", "segment_bounds"]
+__all__ = [
+    "Grid",
+    "candidate_grid",
+    "candidate_line",
+    "candidates",
+    "compiled_line",
+    "segment_bounds",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,3 +208,145 @@ def candidate_grid(
         pt = np.zeros((d, 0), dtype=np.int64)
 
     return Grid(c_owner, g_times[:, cand], neighbours, signs, po, pt)
+
+
+def _pinned_round(new_times: np.ndarray, frontier: Antichain) -> int | None:
+    """For two-coordinate times: the round ``r`` if every new time has iteration ``r`` and the
+    frontier holds ``(0, r + 1)`` (a loop round), else None."""
+    its = new_times[1]
+    r = int(its[0])
+    if not (its == r).all():
+        return None
+    el = frontier.elements
+    if not ((el[:, 0] == 0) & (el[:, 1] == r + 1)).any():
+        return None
+    return r
+
+
+def candidate_line(
+    nkeys: int,
+    new_owner: np.ndarray,
+    new_times: np.ndarray,
+    hist_owner: np.ndarray,
+    hist_times: np.ndarray,
+    frontier: Antichain,
+) -> Grid | None:
+    """The fast path of :func:`candidate_grid` when only the first coordinate is free: one
+    dimensional times, or a loop round ``r`` (every new time at iteration ``r``, the frontier
+    holding ``(0, r + 1)``), where every candidate has iteration ``r``. Returns the same
+    :class:`Grid` as the general path, or None when the shape does not apply."""
+    d = new_times.shape[0]
+    if d == 2:
+        r = _pinned_round(new_times, frontier)
+        if r is None:
+            return None
+    elif d != 1:
+        return None
+    order = np.argsort(new_owner, kind="stable")
+    new_owner, new_times = new_owner[order], new_times[:, order]
+    n_lo, _ = segment_bounds(new_owner, nkeys)
+    mins = np.minimum.reduceat(new_times[0], n_lo)
+    all_owner = np.concatenate([hist_owner, new_owner])
+    coords = np.concatenate([hist_times[0], new_times[0]])
+    keep = coords >= mins[all_owner]
+    o, v = _distinct_coords(all_owner[keep], coords[keep])
+    points = v[None, :] if d == 1 else np.stack([v, np.full(v.shape[0], r, dtype=np.int64)])
+    cand = np.flatnonzero(frontier.complete(points))
+    c_owner = o[cand]
+    nb = np.full(cand.shape[0], -1, dtype=np.int64)
+    if cand.shape[0] > 1:
+        nxt = (c_owner[1:] == c_owner[:-1]) & (cand[1:] == cand[:-1] + 1)
+        nb[:-1][nxt] = np.flatnonzero(nxt) + 1
+    if d == 1:
+        neighbours, signs = nb[None, :], np.array([-1], dtype=np.int64)
+    else:
+        none = np.full(cand.shape[0], -1, dtype=np.int64)
+        neighbours, signs = np.stack([nb, none, none]), np.array([-1, -1, 1], dtype=np.int64)
+    p_owner, p_times = [], []
+    lo, hi = segment_bounds(o, nkeys)
+    for f in frontier.elements:
+        q = np.maximum(new_times, f[:, None])
+        pos = _ceil_positions(o, v, new_owner, q[0])
+        ok = pos < hi[new_owner]
+        if d == 2 and ok.any():
+            # the iteration coordinate: the key's least history iteration >= q[1]
+            h_it = np.concatenate([hist_times[1], new_times[1]])
+            it_o, it_v = _distinct_coords(all_owner, h_it)
+            it_pos = _ceil_positions(it_o, it_v, new_owner, q[1])
+            it_hi = segment_bounds(it_o, nkeys)[1]
+            ok &= it_pos < it_hi[new_owner]
+            iters = it_v[np.minimum(it_pos, max(it_v.shape[0] - 1, 0))]
+        if ok.any():
+            p_owner.append(new_owner[ok])
+            outer = v[np.minimum(pos, max(v.shape[0] - 1, 0))][ok]
+            p_times.append(outer[None, :] if d == 1 else np.stack([outer, iters[ok]]))
+    if p_owner:
+        po = np.concatenate(p_owner)
+        pt = np.concatenate(p_times, axis=1)
+        porder = lex_order([po, *pt])
+        po, pt = po[porder], pt[:, porder]
+        starts = group_starts([po, *pt], po.shape[0])
+        po, pt = po[starts], pt[:, starts]
+    else:
+        po, pt = np.zeros(0, dtype=np.int64), np.zeros((d, 0), dtype=np.int64)
+    return Grid(c_owner, points[:, cand], neighbours, signs, po, pt)
+
+
+def compiled_line(
+    nkeys: int,
+    new_owner: np.ndarray,
+    new_times: np.ndarray,
+    hist_owner: np.ndarray,
+    hist_times: np.ndarray,
+    frontier: Antichain,
+) -> Grid | None:
+    """:func:`candidate_line` through the compiled kernel (same result, one call)."""
+    d = new_times.shape[0]
+    r = 0
+    if d == 2:
+        pinned = _pinned_round(new_times, frontier)
+        if pinned is None:
+            return None
+        r = pinned
+    elif d != 1:
+        return None
+    zero = np.zeros(0, dtype=np.int64)
+    c_owner, c_t0, nb, p_o, p_0, p_1 = line_candidates(
+        nkeys,
+        new_owner,
+        np.ascontiguousarray(new_times[0]),
+        hist_owner,
+        np.ascontiguousarray(hist_times[0]),
+        np.ascontiguousarray(hist_times[1]) if d == 2 else zero,
+        np.ascontiguousarray(new_times[1]) if d == 2 else zero,
+        d,
+        r,
+        frontier.elements,
+    )
+    if d == 1:
+        times, neighbours, signs = c_t0[None, :], nb[None, :], np.array([-1], dtype=np.int64)
+        p_times = p_0[None, :]
+    else:
+        times = np.stack([c_t0, np.full(c_t0.shape[0], r, dtype=np.int64)])
+        none = np.full(c_t0.shape[0], -1, dtype=np.int64)
+        neighbours, signs = np.stack([nb, none, none]), np.array([-1, -1, 1], dtype=np.int64)
+        p_times = np.stack([p_0, p_1])
+    return Grid(c_owner, times, neighbours, signs, p_o, p_times)
+
+
+def candidates(
+    nkeys: int,
+    new_owner: np.ndarray,
+    new_times: np.ndarray,
+    hist_owner: np.ndarray,
+    hist_times: np.ndarray,
+    frontier: Antichain,
+) -> Grid:
+    """The candidate grid: the compiled line path when it applies, the general path
+    otherwise."""
+    if frontier.is_empty:
+        return candidate_grid(nkeys, new_owner, new_times, hist_owner, hist_times, frontier)
+    line = compiled_line(nkeys, new_owner, new_times, hist_owner, hist_times, frontier)
+    if line is not None:
+        return line
+    return candidate_grid(nkeys, new_owner, new_times, hist_owner, hist_times, frontier)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.batch import UpdateBatch
-from engine.consolidate import group_starts, lex_order, segment_sums
 from engine.hashing import key_codes
 from engine.lattice import Antichain, advance_by
+from engine.sort_kernels import consolidate_order, key_starts
 from engine.trace.layout import Layout
 
 __all__ = ["TraceBatch"]
@@ -70,23 +70,15 @@ class TraceBatch:
             return cls.empty(layout, times.shape[0])
         if since is not None:
             times = advance_by(times, since)
-        key_rows = [] if layout.exact_codes else list(keys)
-        sort_keys = [codes, *key_rows, *vals, *times]
-        order = lex_order(sort_keys)
-        sorted_keys = [k[order] for k in sort_keys]
-        starts = group_starts(sorted_keys, n)
-        summed = segment_sums(diffs[order], starts)
-        keep = summed != 0
-        first = order[starts][keep]
-        diffs = summed[keep]
+        rows = [codes[None, :]] if layout.exact_codes else [codes[None, :], keys]
+        sort_keys = np.concatenate([*rows, vals, times])
+        first, diffs = consolidate_order(sort_keys, np.ascontiguousarray(diffs))
         codes = codes[first]
         keys = np.take(keys, first, axis=1)
         vals = np.take(vals, first, axis=1)
         times = np.take(times, first, axis=1)
-        key_starts = group_starts(
-            [codes, *([] if layout.exact_codes else list(keys))], diffs.shape[0]
-        )
-        kpos = np.flatnonzero(key_starts)
+        kblock = codes[None, :] if layout.exact_codes else np.concatenate([codes[None, :], keys])
+        kpos = key_starts(kblock)
         offsets = np.append(kpos, diffs.shape[0]).astype(np.int64)
         return cls(codes[kpos], np.take(keys, kpos, axis=1), offsets, vals, times, diffs)
 

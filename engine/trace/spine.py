@@ -21,6 +21,7 @@ from engine.lattice import Antichain
 from engine.trace.batch import TraceBatch
 from engine.trace.cursor import expand_ranges, match_keys
 from engine.trace.layout import Layout
+from engine.trace.seek import gather_batch
 
 __all__ = ["History", "Spine", "TraceReader"]
 
@@ -37,16 +38,21 @@ class TraceReader:
 
     def advance(self, frontier: Antichain) -> None:
         """Allow compaction up to ``frontier`` (never backwards)."""
+        if frontier is self.frontier:
+            return
         if not self.frontier.precedes(frontier):
             raise TimeError(
                 f"reader {self.name!r} cannot move its frontier back from "
                 f"{self.frontier.to_list()} to {frontier.to_list()}"
             )
         self.frontier = frontier
+        if self.spine is not None:
+            self.spine._since = False
 
     def release(self) -> None:
         if self.spine is not None:
             self.spine.readers.discard(self)
+            self.spine._since = False
             self.spine = None
 
     @property
@@ -81,20 +87,32 @@ class Spine:
         self.name = name
         self.batches: list[TraceBatch] = []
         self.readers: set[TraceReader] = set()
+        self._since: Antichain | bool | None = False  # False: recompute on next use
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:
         f = frontier if frontier is not None else self.since() or Antichain.minimum(self.dims)
         r = TraceReader(self, f, name)
         self.readers.add(r)
+        self._since = False
         return r
 
     def since(self) -> Antichain | None:
-        """The frontier every reader allows, or None while nobody reads."""
-        frontier: Antichain | None = None
-        for r in self.readers:
-            frontier = r.frontier if frontier is None else frontier.meet(r.frontier)
-        return frontier
+        """The frontier every reader allows, or None while nobody reads (cached until a
+        reader moves, joins or leaves)."""
+        if self._since is False:
+            frontier: Antichain | None = None
+            for r in self.readers:
+                if frontier is None or frontier == r.frontier:
+                    frontier = r.frontier if frontier is None else frontier
+                elif frontier.precedes(r.frontier):
+                    continue
+                elif r.frontier.precedes(frontier):
+                    frontier = r.frontier
+                else:
+                    frontier = frontier.meet(r.frontier)
+            self._since = frontier
+        return self._since  # type: ignore[return-value]
 
     # -- writing ------------------------------------------------------------------------
     def insert(self, batch: TraceBatch) -> None:
@@ -102,7 +120,9 @@ class Spine:
         if len(batch) == 0:
             return
         self.batches.append(batch)
-        while len(self.batches) >= 2 and len(self.batches[-2]) <= 2 * len(self.batches[-1]):
+        while len(self.batches) >= 2 and (
+            len(self.batches[-2]) <= 2 * len(self.batches[-1]) or len(self.batches[-2]) < 0
+        ):
             b = self.batches.pop()
             a = self.batches.pop()
             merged = TraceBatch.merge(self.layout, [a, b], self.since())
@@ -129,15 +149,17 @@ class Spine:
         """All records of the query keys (``owner`` indexes the queries), batch by batch."""
         owners, vals, times, diffs = [], [], [], []
         exact = self.layout.exact_codes
+        q_keys = np.ascontiguousarray(q_keys)
         for b in self.batches:
-            qi, kb = match_keys(q_codes, q_keys, b.codes, b.keys, exact)
-            if qi.shape[0] == 0:
+            o, v, t, d = gather_batch(
+                q_codes, q_keys, b.codes, b.keys, b.offsets, b.vals, b.times, b.diffs, exact
+            )
+            if o.shape[0] == 0:
                 continue
-            owner, pos = expand_ranges(b.offsets[kb], b.offsets[kb + 1])
-            owners.append(qi[owner])
-            vals.append(np.take(b.vals, pos, axis=1))
-            times.append(np.take(b.times, pos, axis=1))
-            diffs.append(np.take(b.diffs, pos))
+            owners.append(o)
+            vals.append(v)
+            times.append(t)
+            diffs.append(d)
         if not owners:
             z = np.zeros(0, dtype=np.int64)
             return History(
@@ -153,6 +175,29 @@ class Spine:
             np.concatenate(vals, axis=1),
             np.concatenate(times, axis=1),
             np.concatenate(diffs),
+        )
+
+    def gather_reference(self, q_codes: np.ndarray, q_keys: np.ndarray) -> History:
+        """:meth:`gather` in plain numpy (the reference the compiled path is tested against)."""
+        parts = []
+        for b in self.batches:
+            qi, kb = match_keys(q_codes, q_keys, b.codes, b.keys, self.layout.exact_codes)
+            owner, pos = expand_ranges(b.offsets[kb], b.offsets[kb + 1])
+            parts.append(
+                (
+                    qi[owner],
+                    np.take(b.vals, pos, axis=1),
+                    np.take(b.times, pos, axis=1),
+                    np.take(b.diffs, pos),
+                )
+            )
+        if not parts:
+            return self.gather(q_codes, q_keys)
+        return History(
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts], axis=1),
+            np.concatenate([p[2] for p in parts], axis=1),
+            np.concatenate([p[3] for p in parts]),
         )
 
     # -- sizes --------------------------------------------------------------------------

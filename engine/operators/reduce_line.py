@@ -1,0 +1,144 @@
+"""Compiled candidate times for the common shape (one free coordinate), for many keys.
+
+The same computation as ``reduce_times.candidate_line`` (its numpy reference), in one
+compiled pass: per key, the candidate first coordinates are the distinct first coordinates
+of its history and new times at or above its least new one whose point is complete; each
+candidate's forward neighbour is the next candidate of the key; pending times are the grid
+ceilings of ``join(n, f)`` for new times ``n`` and frontier elements ``f``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["line_candidates"]
+
+_INF = np.iinfo(np.int64).max
+
+
+@njit(cache=True, nogil=True)
+def _complete(felems: np.ndarray, p0: int, p1: int, d: int) -> bool:
+    for e in range(felems.shape[0]):
+        if felems[e, 0] <= p0 and (d == 1 or felems[e, 1] <= p1):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def line_candidates(
+    nkeys: int,
+    new_owner: np.ndarray,
+    new_t0: np.ndarray,
+    hist_owner: np.ndarray,
+    hist_t0: np.ndarray,
+    hist_t1: np.ndarray,
+    new_t1: np.ndarray,
+    d: int,
+    r: int,
+    felems: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(candidate owner, candidate first coordinate, forward neighbour, pending owner,
+    pending first coordinate, pending second coordinate) — second coordinates are ``r`` for
+    candidates; for ``d == 1`` the pending second coordinate is unused."""
+    nn = new_owner.shape[0]
+    nh = hist_owner.shape[0]
+    mins = np.full(nkeys, _INF, np.int64)
+    for i in range(nn):
+        if new_t0[i] < mins[new_owner[i]]:
+            mins[new_owner[i]] = new_t0[i]
+    lo_o = np.empty(nh + nn, np.int64)
+    lo_v = np.empty(nh + nn, np.int64)
+    m = 0
+    for i in range(nh):
+        if hist_t0[i] >= mins[hist_owner[i]]:
+            lo_o[m] = hist_owner[i]
+            lo_v[m] = hist_t0[i]
+            m += 1
+    for i in range(nn):
+        lo_o[m] = new_owner[i]
+        lo_v[m] = new_t0[i]
+        m += 1
+    lo_o, lo_v = lo_o[:m], lo_v[:m]
+    order = np.argsort(lo_v, kind="mergesort")
+    order = order[np.argsort(lo_o[order], kind="mergesort")]
+    o = np.empty(m, np.int64)
+    v = np.empty(m, np.int64)
+    L = 0
+    for i in range(m):
+        a, b = lo_o[order[i]], lo_v[order[i]]
+        if L == 0 or o[L - 1] != a or v[L - 1] != b:
+            o[L] = a
+            v[L] = b
+            L += 1
+    o, v = o[:L], v[:L]
+    seg_lo = np.full(nkeys, L, np.int64)
+    seg_hi = np.zeros(nkeys, np.int64)
+    for i in range(L - 1, -1, -1):
+        seg_lo[o[i]] = i
+    for i in range(L):
+        seg_hi[o[i]] = i + 1
+    is_cand = np.zeros(L, np.bool_)
+    nc = 0
+    for i in range(L):
+        if _complete(felems, v[i], r, d):
+            is_cand[i] = True
+            nc += 1
+    c_owner = np.empty(nc, np.int64)
+    c_t0 = np.empty(nc, np.int64)
+    c_pos = np.empty(nc, np.int64)
+    j = 0
+    for i in range(L):
+        if is_cand[i]:
+            c_owner[j] = o[i]
+            c_t0[j] = v[i]
+            c_pos[j] = i
+            j += 1
+    nb = np.full(nc, -1, np.int64)
+    for j in range(nc - 1):
+        if c_owner[j + 1] == c_owner[j] and c_pos[j + 1] == c_pos[j] + 1:
+            nb[j] = j + 1
+    # pending: ceil_grid(join(n, f))
+    ne = felems.shape[0]
+    p_o = np.empty(nn * ne, np.int64)
+    p_0 = np.empty(nn * ne, np.int64)
+    p_1 = np.empty(nn * ne, np.int64)
+    np_ = 0
+    for e in range(ne):
+        q1 = r
+        best = np.full(nkeys, _INF, np.int64)
+        if d == 2:
+            q1 = max(r, felems[e, 1])
+            for i in range(nh):
+                if hist_t1[i] >= q1 and hist_t1[i] < best[hist_owner[i]]:
+                    best[hist_owner[i]] = hist_t1[i]
+            for i in range(nn):
+                if new_t1[i] >= q1 and new_t1[i] < best[new_owner[i]]:
+                    best[new_owner[i]] = new_t1[i]
+        for i in range(nn):
+            k = new_owner[i]
+            q0 = max(new_t0[i], felems[e, 0])
+            lo, hi = seg_lo[k], seg_hi[k]
+            pos = lo + np.searchsorted(v[lo:hi], q0)
+            if pos >= hi:
+                continue
+            if d == 2 and best[k] == _INF:
+                continue
+            p_o[np_] = k
+            p_0[np_] = v[pos]
+            p_1[np_] = best[k] if d == 2 else 0
+            np_ += 1
+    p_o, p_0, p_1 = p_o[:np_], p_0[:np_], p_1[:np_]
+    order = np.argsort(p_1, kind="mergesort")
+    order = order[np.argsort(p_0[order], kind="mergesort")]
+    order = order[np.argsort(p_o[order], kind="mergesort")]
+    keep = np.zeros(np_, np.bool_)
+    for i in range(np_):
+        a = order[i]
+        if i == 0:
+            keep[a] = True
+        else:
+            b = order[i - 1]
+            keep[a] = p_o[a] != p_o[b] or p_0[a] != p_0[b] or p_1[a] != p_1[b]
+    sel = order[keep[order]]
+    return c_owner, c_t0, nb, p_o[sel], p_0[sel], p_1[sel]
