@@ -263,7 +263,7 @@ def candidate_line(
         none = np.full(cand.shape[0], -1, dtype=np.int64)
         neighbours, signs = np.stack([nb, none, none]), np.array([-1, -1, 1], dtype=np.int64)
     p_owner, p_times = [], []
-    lo, hi = segment_bounds(o, nkeys)
+    _, hi = segment_bounds(o, nkeys)
     for f in frontier.elements:
         q = np.maximum(new_times, f[:, None])
         pos = _ceil_positions(o, v, new_owner, q[0])
