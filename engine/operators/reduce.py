@@ -29,6 +29,7 @@ from engine.operators.reduce_kernels import (
     accumulate_at,
     consolidate_rows,
 )
+from engine.operators.reduce_scalar import scalar_differences
 from engine.operators.reduce_times import Grid, candidates
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
@@ -152,6 +153,24 @@ class Reduce(Operator):
         )
         if len(grid) == 0:
             return
+        at_least = self.kernel.set_threshold()
+        if at_least is not None and not inp.vals.shape[0]:
+            c, diffs = scalar_differences(
+                nkeys,
+                grid.owner,
+                grid.times,
+                grid.neighbours,
+                grid.signs,
+                inp.owner,
+                inp.times,
+                inp.diffs,
+                out.owner,
+                out.times,
+                out.diffs,
+                at_least,
+            )
+            self._emit(k_codes, k_keys, grid, c, np.zeros((0, c.shape[0]), dtype=np.int64), diffs)
+            return
         ctx = self.ctx
         if self.kernel.needs_keys:
             ctx = KernelContext(
@@ -172,6 +191,18 @@ class Reduce(Operator):
         if e_g.shape[0] == 0:
             return
         c, v, diffs = mobius(grid, e_g, e_v, e_c)
+        self._emit(k_codes, k_keys, grid, c, v, diffs)
+
+    def _emit(
+        self,
+        k_codes: np.ndarray,
+        k_keys: np.ndarray,
+        grid: Grid,
+        c: np.ndarray,
+        v: np.ndarray,
+        diffs: np.ndarray,
+    ) -> None:
+        """Output differences at candidates ``c`` with values ``v``: into the spine and out."""
         if c.shape[0] == 0:
             return
         ko = grid.owner[c]

@@ -29,6 +29,7 @@ from engine.interning import StringInterner
 from engine.lattice import leq
 from engine.operators.reduce_times import segment_bounds
 from engine.schema import ColumnType, decode, encode
+from engine.sort_kernels import consolidate_order
 from engine.trace.cursor import expand_ranges
 
 __all__ = [
@@ -78,17 +79,11 @@ def accumulate_at(
 
 def consolidate_rows(group: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Rows:
     """Sort by (group, vals), sum equal rows, drop zeros."""
-    n = group.shape[0]
-    if n == 0:
+    if group.shape[0] == 0:
         return group, vals, counts
-    keys = [group, *vals]
-    order = lex_order(keys)
-    starts = group_starts([k[order] for k in keys], n)
-    sums = segment_sums(counts[order], starts)
-    first = order[starts]
-    keep = sums != 0
-    first = first[keep]
-    return group[first], np.take(vals, first, axis=1), sums[keep]
+    keys = np.concatenate([group[None, :], vals]) if vals.shape[0] else group[None, :]
+    first, sums = consolidate_order(np.ascontiguousarray(keys), np.ascontiguousarray(counts))
+    return group[first], np.take(vals, first, axis=1), sums
 
 
 def order_keys(values: np.ndarray, ctype: ColumnType, interner: StringInterner) -> np.ndarray:
@@ -106,6 +101,10 @@ class ReduceKernel:
 
     out_types: tuple[ColumnType, ...] = ()
     needs_keys = False  # whether apply() reads ctx.group_keys
+
+    def set_threshold(self) -> int | None:
+        """For set-like kernels (a row is output once iff its count reaches k): k."""
+        return None
 
     def apply(
         self,
@@ -128,6 +127,9 @@ def _positive(group: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Rows:
 class DistinctKernel(ReduceKernel):
     """Each present row once (the key is the whole row)."""
 
+    def set_threshold(self) -> int | None:
+        return 1
+
     def apply(self, group, vals, counts, ngroups, ctx):
         g, v, _ = _positive(group, vals, counts)
         return g, v, np.ones(g.shape[0], dtype=np.int64)
@@ -149,6 +151,9 @@ class PresenceKernel(ReduceKernel):
 class ThresholdKernel(ReduceKernel):
     def __init__(self, at_least: int) -> None:
         self.at_least = int(at_least)
+
+    def set_threshold(self) -> int | None:
+        return max(self.at_least, 1)
 
     def apply(self, group, vals, counts, ngroups, ctx):
         keep = counts >= max(self.at_least, 1)

@@ -3,7 +3,10 @@
 Invariants:
 
 * batches are ordered oldest (largest) first, and each is more than twice the size of the
-  next, so every record is merged O(log n) times;
+  next, so every record is merged O(log n) times — except that up to ``SMALL_BATCHES``
+  batches of fewer than ``SMALL_RECORDS`` records may wait at the end before they are merged
+  (tiny inserts are frequent, and a compiled seek into a small batch costs far less than a
+  merge);
 * ``since`` is the meet of the frontiers of all live readers: every reader may still ask
   about any time ``>=`` its frontier, so times are advanced only by what all readers allow
   (logical compaction), and merges write advanced, consolidated times (physical compaction).
@@ -23,7 +26,10 @@ from engine.trace.cursor import expand_ranges, match_keys
 from engine.trace.layout import Layout
 from engine.trace.seek import gather_batch
 
-__all__ = ["History", "Spine", "TraceReader"]
+__all__ = ["SMALL_BATCHES", "SMALL_RECORDS", "History", "Spine", "TraceReader"]
+
+SMALL_RECORDS = 256
+SMALL_BATCHES = 8
 
 
 class TraceReader:
@@ -116,13 +122,24 @@ class Spine:
 
     # -- writing ------------------------------------------------------------------------
     def insert(self, batch: TraceBatch) -> None:
-        """Add a batch, then merge while the geometric invariant is broken."""
+        """Add a batch; merge the waiting small batches once there are too many of them, then
+        merge while the geometric invariant is broken."""
         if len(batch) == 0:
             return
         self.batches.append(batch)
-        while len(self.batches) >= 2 and (
-            len(self.batches[-2]) <= 2 * len(self.batches[-1]) or len(self.batches[-2]) < 0
-        ):
+        small = 0
+        for b in reversed(self.batches):
+            if len(b) >= SMALL_RECORDS:
+                break
+            small += 1
+        if small <= SMALL_BATCHES:
+            return  # tiny batches wait at the end until there are too many of them
+        tail = self.batches[-small:]
+        del self.batches[-small:]
+        merged = TraceBatch.merge(self.layout, tail, self.since())
+        if len(merged):
+            self.batches.append(merged)
+        while len(self.batches) >= 2 and len(self.batches[-2]) <= 2 * len(self.batches[-1]):
             b = self.batches.pop()
             a = self.batches.pop()
             merged = TraceBatch.merge(self.layout, [a, b], self.since())

@@ -136,3 +136,46 @@ def test_compiled_seeks_match_numpy(ra: list, rb: list, two_col_keys: bool) -> N
         )
 
     assert recs(h) == recs(r)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2), st.integers(0, 3), st.integers(0, 3), st.sampled_from([1, -1, 2])
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(1, 3),
+)
+def test_compiled_set_reduce_equals_the_general_kernel(ups: list, k: int) -> None:
+    """threshold(k) through the compiled scalar step and through the general kernel path
+    (a value column forces the general path) give the same output at every time."""
+    from collections import Counter
+
+    from engine import Graph
+
+    results = []
+    for general in (False, True):
+        g = Graph()
+        h, c = g.new_input([("x", "int"), ("pad", "int")], dims=2)
+        src = c if general else c.select(x="x")
+        out = (
+            src.threshold(k)
+            if not general
+            else src.reduce_with(
+                ["x", "pad"],
+                lambda key, rows: [((), 1)] if sum(n for _, n in rows) >= k else [],
+                [],
+            )
+        ).capture()
+        for x, t0, t1, d in ups:
+            h.send_rows([(x, 0)], [t0, t1], d)
+        h.advance_to([(5, 5)])
+        g.step()
+        b = out.drain()
+        acc: Counter = Counter()
+        for i in range(len(b)):
+            acc[(int(b.data[0, i]), int(b.times[0, i]), int(b.times[1, i]))] += int(b.diffs[i])
+        results.append({key: v for key, v in acc.items() if v})
+    assert results[0] == results[1]
