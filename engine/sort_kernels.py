@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["consolidate_order", "key_starts"]
+__all__ = ["COMPILED_BELOW", "consolidate_order", "consolidate_rows_order", "key_starts"]
+
+COMPILED_BELOW = 4096  # rows: above this numpy's lexsort beats the compiled merge sorts
 
 
 @njit(cache=True, nogil=True)
@@ -68,3 +70,19 @@ def key_starts(keys: np.ndarray) -> np.ndarray:
             out[m] = i
             m += 1
     return out[:m]
+
+
+def consolidate_rows_order(keys: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`consolidate_order` for any size: compiled for small inputs, numpy above
+    ``COMPILED_BELOW`` rows."""
+    if keys.shape[1] < COMPILED_BELOW:
+        return consolidate_order(np.ascontiguousarray(keys), np.ascontiguousarray(diffs))
+    from engine.consolidate import group_starts, lex_order, segment_sums
+
+    rows = list(keys)
+    order = lex_order(rows)
+    starts = group_starts([r[order] for r in rows], keys.shape[1])
+    sums = segment_sums(diffs[order], starts)
+    first = order[starts]
+    keep = sums != 0
+    return first[keep], sums[keep]

@@ -29,7 +29,7 @@ from engine.interning import StringInterner
 from engine.lattice import leq
 from engine.operators.reduce_times import segment_bounds
 from engine.schema import ColumnType, decode, encode
-from engine.sort_kernels import consolidate_order
+from engine.sort_kernels import consolidate_rows_order
 from engine.trace.cursor import expand_ranges
 
 __all__ = [
@@ -82,7 +82,7 @@ def consolidate_rows(group: np.ndarray, vals: np.ndarray, counts: np.ndarray) ->
     if group.shape[0] == 0:
         return group, vals, counts
     keys = np.concatenate([group[None, :], vals]) if vals.shape[0] else group[None, :]
-    first, sums = consolidate_order(np.ascontiguousarray(keys), np.ascontiguousarray(counts))
+    first, sums = consolidate_rows_order(np.ascontiguousarray(keys), np.ascontiguousarray(counts))
     return group[first], np.take(vals, first, axis=1), sums
 
 

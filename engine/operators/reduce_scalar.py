@@ -18,7 +18,7 @@ __all__ = ["scalar_differences"]
 
 @njit(cache=True, nogil=True)
 def _leq(a: np.ndarray, i: int, b: np.ndarray, j: int) -> bool:
-    for c in range(a.shape[0]):
+    for c in range(a.shape[0]):  # noqa: SIM110 - an explicit loop compiles to tight code
         if a[c, i] > b[c, j]:
             return False
     return True

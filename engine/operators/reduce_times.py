@@ -28,6 +28,7 @@ import numpy as np
 from engine.consolidate import group_starts, lex_order
 from engine.lattice import Antichain, leq
 from engine.operators.reduce_line import line_candidates
+from engine.sort_kernels import COMPILED_BELOW
 from engine.trace.cursor import expand_ranges
 
 __all__ = [
@@ -346,7 +347,10 @@ def candidates(
     otherwise."""
     if frontier.is_empty:
         return candidate_grid(nkeys, new_owner, new_times, hist_owner, hist_times, frontier)
-    line = compiled_line(nkeys, new_owner, new_times, hist_owner, hist_times, frontier)
+    small = hist_owner.shape[0] + new_owner.shape[0] < COMPILED_BELOW
+    line = (compiled_line if small else candidate_line)(
+        nkeys, new_owner, new_times, hist_owner, hist_times, frontier
+    )
     if line is not None:
         return line
     return candidate_grid(nkeys, new_owner, new_times, hist_owner, hist_times, frontier)

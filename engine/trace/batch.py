@@ -16,7 +16,7 @@ import numpy as np
 from engine.batch import UpdateBatch
 from engine.hashing import key_codes
 from engine.lattice import Antichain, advance_by
-from engine.sort_kernels import consolidate_order, key_starts
+from engine.sort_kernels import consolidate_rows_order, key_starts
 from engine.trace.layout import Layout
 
 __all__ = ["TraceBatch"]
@@ -72,7 +72,7 @@ class TraceBatch:
             times = advance_by(times, since)
         rows = [codes[None, :]] if layout.exact_codes else [codes[None, :], keys]
         sort_keys = np.concatenate([*rows, vals, times])
-        first, diffs = consolidate_order(sort_keys, np.ascontiguousarray(diffs))
+        first, diffs = consolidate_rows_order(sort_keys, np.ascontiguousarray(diffs))
         codes = codes[first]
         keys = np.take(keys, first, axis=1)
         vals = np.take(vals, first, axis=1)

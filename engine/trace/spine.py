@@ -122,23 +122,25 @@ class Spine:
 
     # -- writing ------------------------------------------------------------------------
     def insert(self, batch: TraceBatch) -> None:
-        """Add a batch; merge the waiting small batches once there are too many of them, then
-        merge while the geometric invariant is broken."""
+        """Add a batch. A small batch may wait behind other small ones (up to
+        ``SMALL_BATCHES``); otherwise the waiting small batches and the new one merge into
+        one, then batches merge while the geometric invariant is broken."""
         if len(batch) == 0:
             return
-        self.batches.append(batch)
-        small = 0
+        waiting = 0
         for b in reversed(self.batches):
             if len(b) >= SMALL_RECORDS:
                 break
-            small += 1
-        if small <= SMALL_BATCHES:
+            waiting += 1
+        self.batches.append(batch)
+        if len(batch) < SMALL_RECORDS and waiting < SMALL_BATCHES:
             return  # tiny batches wait at the end until there are too many of them
-        tail = self.batches[-small:]
-        del self.batches[-small:]
-        merged = TraceBatch.merge(self.layout, tail, self.since())
-        if len(merged):
-            self.batches.append(merged)
+        if waiting:
+            tail = self.batches[-(waiting + 1) :]
+            del self.batches[-(waiting + 1) :]
+            merged = TraceBatch.merge(self.layout, tail, self.since())
+            if len(merged):
+                self.batches.append(merged)
         while len(self.batches) >= 2 and len(self.batches[-2]) <= 2 * len(self.batches[-1]):
             b = self.batches.pop()
             a = self.batches.pop()
