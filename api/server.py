@@ -39,6 +39,7 @@ def main(
     max_batch: int | None = None,
     subscriber_buffer: int | None = None,
     heartbeat_s: float | None = None,
+    history: int | None = None,
 ) -> None:
     settings = Settings.from_env(
         host=host,
@@ -48,6 +49,7 @@ def main(
         max_batch=max_batch,
         subscriber_buffer=subscriber_buffer,
         heartbeat_s=heartbeat_s,
+        history=history,
     )
     logging.basicConfig(
         level=logging.INFO,
