@@ -7,18 +7,34 @@ tests and scripts learn it. SIGTERM and Ctrl-C shut down gracefully (subscribers
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 import sys
 
 import uvicorn
+from fastapi import FastAPI
 
 from api.app import create_app
 from service.settings import Settings
 
 __all__ = ["main"]
 
+SUBSCRIBER_FLUSH_S = 0.3  # time for subscriptions to send their closed frames on shutdown
+
 
 class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self.app = app
+
+    async def shutdown(self, sockets=None) -> None:  # type: ignore[no-untyped-def]
+        runtime = getattr(self.app.state, "runtime", None)
+        if runtime is not None:  # subscribers hear why before their connections go
+            runtime.close_subscribers("server shutting down")
+            await asyncio.sleep(SUBSCRIBER_FLUSH_S)
+        await super().shutdown(sockets)
+
     async def startup(self, sockets=None) -> None:  # type: ignore[no-untyped-def]
         await super().startup(sockets)
         if self.should_exit:
@@ -56,15 +72,24 @@ def main(
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    app = create_app(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         ws_max_size=settings.max_body_bytes,
         log_level="warning",
         timeout_graceful_shutdown=10,
     )
-    _Server(config).run()
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler
+    # it found; Python's default one would end the process with status 143. A requested stop
+    # is a clean exit.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    _Server(config, app).run()
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ with status 1; usage errors exit with status 2 (typer's own handling).
 
 from __future__ import annotations
 
+import signal
+import threading
 from enum import Enum
 from typing import Annotated, Any
 
@@ -84,19 +86,36 @@ def serve(
     max_batch: Annotated[int, typer.Option(envvar="DIFFLOW_MAX_BATCH")] = 1_000_000,
     subscriber_buffer: Annotated[int, typer.Option(envvar="DIFFLOW_SUBSCRIBER_BUFFER")] = 10_000,
     heartbeat_s: Annotated[float, typer.Option(envvar="DIFFLOW_HEARTBEAT_S")] = 10.0,
+    history: Annotated[
+        int, typer.Option(envvar="DIFFLOW_HISTORY", help="times kept queryable behind the frontier")
+    ] = 1000,
 ) -> None:
     """Run the server (engine embedded; local Spark started on the first load)."""
     import api.server
 
-    api.server.main(
-        host=host,
-        port=port,
-        data_dir=data_dir,
-        max_body_mb=max_body_mb,
-        max_batch=max_batch,
-        subscriber_buffer=subscriber_buffer,
-        heartbeat_s=heartbeat_s,
-    )
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler
+    # it found installed; with Python's default one the process would die of it (status
+    # 143). A stop asked for is a clean exit: this handler turns it into status 0.
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop_cleanly) if main_thread else None
+    try:
+        api.server.main(
+            host=host,
+            port=port,
+            data_dir=data_dir,
+            max_body_mb=max_body_mb,
+            max_batch=max_batch,
+            subscriber_buffer=subscriber_buffer,
+            heartbeat_s=heartbeat_s,
+            history=history,
+        )
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_cleanly(signum: int, frame: object) -> None:
+    raise typer.Exit(0)
 
 
 def _column_spec(spec: str) -> tuple[str, str]:
@@ -206,3 +225,7 @@ def drop_view(ctx: typer.Context, name: str) -> None:
 def main() -> None:
     """The ``difflow`` entry point."""
     app()
+
+
+if __name__ == "__main__":
+    main()

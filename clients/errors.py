@@ -12,8 +12,10 @@ class of its HTTP status; a failure to get any answer becomes ``ConnectionFailed
      ├── ServerError          5xx  the server failed
      └── ConnectionFailed     no answer: refused, timed out, socket dropped (status None)
 
-WebSocket error frames carry no status; their ``code`` (the same codes the REST answers use)
-picks the class, and an unknown code gives a plain ``DifflowError`` with ``status`` None.
+WebSocket error frames carry no status; their ``code`` (the same codes the REST answers use,
+generic such as ``invalid`` or specific such as ``wrong_type``) picks the class and the
+``status`` its REST twin would have, and an unknown code gives a plain ``DifflowError`` with
+``status`` None.
 Foreign exceptions (httpx, websockets) are translated where they are caught, with
 ``raise ... from exc``, so the cause stays attached.
 """
@@ -109,6 +111,37 @@ _STATUS_BY_CODE: dict[str, int] = {
     "too_large": 413,
     "invalid": 422,
     "internal": 500,
+    # The specific codes the server puts in place of the generic ones (the same codes its
+    # REST answers carry), so that WebSocket error frames get the class their REST twin gets.
+    "invalid_json": 400,
+    "name_taken": 409,
+    "in_use": 409,
+    "time_before_frontier": 409,
+    "frontier_backwards": 409,
+    "time_unavailable": 409,
+    "body_too_large": 413,
+    "batch_too_large": 413,
+    "not_an_object": 422,
+    "invalid_update": 422,
+    "wrong_type": 422,
+    "wrong_columns": 422,
+    "bad_time": 422,
+    "bad_weight": 422,
+    "key_present": 422,
+    "row_absent": 422,
+    "bad_name": 422,
+    "bad_schema": 422,
+    "invalid_plan": 422,
+    "invalid_expression": 422,
+    "unknown_name": 422,
+    "unknown_node": 422,
+    "unknown_column": 422,
+    "unknown_function": 422,
+    "unknown_var": 422,
+    "type_mismatch": 422,
+    "mixed_domains": 422,
+    "shutting_down": 500,
+    "engine_failure": 500,
 }
 
 

@@ -60,8 +60,13 @@ AsyncConnect: TypeAlias = Callable[[str], Awaitable[AsyncConnection]]
 
 
 def connect_sync(url: str) -> SyncConnection:
-    """A websockets connection to ``url`` (frames unbounded: the server bounds its own)."""
-    return _connect_sync(url, max_size=None)
+    """A websockets connection to ``url`` (frames unbounded: the server bounds its own).
+
+    Entered as a context manager (the caller closes it with ``close()``): websockets 17.1+
+    warns on the first use of a sync connection that was not, and its announced future
+    ``connect()`` returns a context manager rather than a connection. ``__enter__`` gives
+    the open connection in every version."""
+    return _connect_sync(url, max_size=None).__enter__()
 
 
 def connect_async(url: str) -> Awaitable[AsyncConnection]:

@@ -22,6 +22,7 @@ from engine.errors import (
     GraphError,
     IterationLimitError,
     SchemaError,
+    StepError,
     TimeError,
 )
 from engine.expr import Expr, call, col, lit
@@ -50,6 +51,7 @@ __all__ = [
     "Schema",
     "SchemaError",
     "Spine",
+    "StepError",
     "StringInterner",
     "TimeError",
     "TraceBatch",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from engine.errors import GraphError, SchemaError
 from engine.expr import Bound, Expr, col, lit
+from engine.lattice import Antichain
 from engine.operators.arrange import Arrange, AsCollection
 from engine.operators.base import Arranged, Operator, Scope
 from engine.operators.capture import Capture
@@ -331,12 +332,13 @@ class Arrangement:
     def key_columns(self) -> list[str]:
         return [self.schema.columns[i].name for i in self.op.layout.key_cols]
 
-    def as_collection(self) -> Collection:
+    def as_collection(self, hydrate_since: Antichain | None = None) -> Collection:
         """The arranged updates as a collection: from the whole current content if the
-        arrangement already holds data (this is how a dataflow built later starts)."""
+        arrangement already holds data (this is how a dataflow built later starts), advanced
+        to ``hydrate_since`` if given (the new dataflow then starts at that frontier)."""
         if self.op.scope.is_loop:
             return Collection(self.op)  # type: ignore[arg-type]
-        return Collection(AsCollection(self.scope, self.op))
+        return Collection(AsCollection(self.scope, self.op, hydrate_since))
 
     def _arranged_by(self, keys: Sequence[str], scope: Scope) -> Arrangement:
         if self.scope is scope and self.key_columns == list(keys):

@@ -7,7 +7,8 @@ One hierarchy; callers catch ``EngineError`` or one of its branches::
      ├── TimeError            a time of the wrong dimension, or not at/beyond a frontier
      ├── ExpressionError      an expression that does not type-check
      ├── GraphError           wiring that the dataflow cannot run (scopes, dropped parts)
-     └── IterationLimitError  an iterate that found no fixed point within its round limit
+     ├── IterationLimitError  an iterate that found no fixed point within its round limit
+     └── StepError            operators that failed during a step (the others still ran)
 
 Messages say what was wrong and how to fix it.
 """
@@ -20,6 +21,7 @@ __all__ = [
     "GraphError",
     "IterationLimitError",
     "SchemaError",
+    "StepError",
     "TimeError",
 ]
 
@@ -50,3 +52,16 @@ class GraphError(EngineError):
 
 class IterationLimitError(EngineError):
     """An iterate scope ran more rounds than its limit without reaching a fixed point."""
+
+
+class StepError(EngineError):
+    """Some operators raised during ``Graph.step``; every other operator still ran.
+
+    ``failures`` pairs each failed operator with its exception. Operators downstream of a
+    failed one saw no input from it in this step, so the dataflows containing failed
+    operators should be considered broken and dropped."""
+
+    def __init__(self, failures: list[tuple[object, BaseException]]) -> None:
+        names = ", ".join(f"{getattr(op, 'name', op)}: {exc}" for op, exc in failures)
+        super().__init__(f"{len(failures)} operator(s) failed in this step: {names}")
+        self.failures = failures

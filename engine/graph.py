@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from engine.collection import Arrangement, Collection
+from engine.errors import StepError
 from engine.interning import StringInterner
 from engine.operators.base import Operator, Scope
 from engine.operators.input import InputHandle, InputOp
@@ -46,10 +47,21 @@ class Graph:
         return InputHandle(op), Collection(op)
 
     def step(self) -> None:
-        """Run every operator once: afterwards all outputs are final up to their frontiers."""
+        """Run every operator once: afterwards all outputs are final up to their frontiers.
+
+        An operator that raises does not stop the others (dataflows are independent); after
+        the step a :class:`StepError` names every failed operator."""
+        failures: list[tuple[Operator, BaseException]] = []
         for op in list(self.scope.operators):
-            op.run()
+            op.output = None
+            try:
+                op.run()
+            except Exception as exc:
+                op.output = None
+                failures.append((op, exc))
         self.steps += 1
+        if failures:
+            raise StepError(failures)
 
     def drop(self, ops: Sequence[Operator]) -> None:
         """Remove operators (and their loops) from the graph, releasing their trace readers."""

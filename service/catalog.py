@@ -15,6 +15,7 @@ import numpy as np
 from engine import Antichain, Arrangement, Collection, Graph, Schema, UpdateBatch, consolidate
 from engine.lattice import leq
 from engine.operators import AsCollection
+from engine.progress import meet_all
 from service.codec import decode_rows, frontier_to_wire, time_from_wire, time_to_wire
 from service.errors import Conflict, Invalid, NotFound
 from service.history import history_frontier, latest_complete
@@ -144,6 +145,11 @@ class Catalog:
             return "view", self.views[name].domain
         return None
 
+    def _start(self, name: str) -> Antichain:
+        """Where a view registered now starts: the latest complete times of ``name``."""
+        frontier = self.tables[name].frontier if name in self.tables else self.views[name].frontier
+        return history_frontier(frontier, 1)
+
     def _source(self, name: str) -> Arrangement:
         return self.tables[name].arrangement if name in self.tables else self.views[name].output
 
@@ -161,7 +167,9 @@ class Catalog:
         def arranged(source: str, keys: list[str]) -> Arrangement:
             entry = self.shared.get(source, keys)
             if entry is None:
-                coll = Collection(AsCollection(self.graph.scope, self._source(source).op))
+                coll = Collection(
+                    AsCollection(self.graph.scope, self._source(source).op, self._start(source))
+                )
                 entry = self.shared.create(source, keys, coll)
                 created_shared.append((source, tuple(keys)))
             used_shared.append(entry)
@@ -169,7 +177,9 @@ class Catalog:
 
         sources = Sources(
             self._lookup,
-            lambda n: Collection(AsCollection(self.graph.scope, self._source(n).op)),
+            lambda n: Collection(
+                AsCollection(self.graph.scope, self._source(n).op, self._start(n))
+            ),
             arranged,
         )
         try:
@@ -207,6 +217,8 @@ class Catalog:
             capture,
             output,
         )
+        start = meet_all((self._start(src) for src in compiled.inputs), compiled.domain.dims)
+        view.history.advance(start)  # it computed nothing before its inputs' latest complete times
         self.views[name] = view
         return view
 
@@ -241,6 +253,31 @@ class Catalog:
         del self.views[name]
         return v
 
+    def fail_operators(self, failures: list[tuple[object, BaseException]]) -> dict[str, str]:
+        """Mark the views owning failed operators, and every view reading them, as failed:
+        their dataflows leave the graph and their subscribers are closed. Returns
+        ``{view: reason}`` for the views newly failed."""
+        failed: dict[str, str] = {}
+        for op, exc in failures:
+            for v in self.views.values():
+                if any(o is op for o in v.ops) and v.failure is None:
+                    failed[v.name] = f"{type(exc).__name__}: {exc}"
+        todo = list(failed)
+        while todo:
+            name = todo.pop()
+            for reader in self.views[name].readers:
+                if reader not in failed and self.views[reader].failure is None:
+                    failed[reader] = f"it reads view {name!r}, which failed"
+                    todo.append(reader)
+        for name, reason in failed.items():
+            v = self.views[name]
+            v.failure = reason
+            for s in list(v.subscribers):
+                s.close(f"view {name!r} failed: {reason}")
+            v.subscribers.clear()
+            self.graph.drop(v.ops)
+        return failed
+
     def describe_view(self, v: ViewState) -> dict[str, Any]:
         shared = [
             (e.name, e.arrangement.op, sorted(e.users - {v.name}))
@@ -249,7 +286,7 @@ class Catalog:
         return v.describe(shared)  # type: ignore[arg-type]
 
     def affected_views(self, table: str) -> list[str]:
-        return [n for n, v in self.views.items() if table in v.tables]
+        return [n for n, v in self.views.items() if table in v.tables and v.failure is None]
 
     # -- compaction -----------------------------------------------------------------------
     def advance_histories(self) -> None:
@@ -318,7 +355,16 @@ class Catalog:
         flat = UpdateBatch(sel.data, np.zeros((1, len(sel)), dtype=np.int64), sel.diffs)
         return consolidate(flat)
 
+    def check_live(self, v: ViewState) -> None:
+        if v.failure is not None:
+            raise Conflict(
+                f"view {v.name!r} failed ({v.failure}); drop it and register it again",
+                {"error": v.failure},
+                "view_failed",
+            )
+
     def rows(self, v: ViewState, as_of: str | None) -> dict[str, Any]:
+        self.check_live(v)
         t = self.read_time(v, as_of)
         b = self.rows_at(v, t)
         rows = decode_rows(b.data, v.schema, self.graph.interner)

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from engine import Antichain, Graph, StringInterner, UpdateBatch, consolidate
+from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, consolidate
 from engine.lattice import time_tuples
 from service.catalog import Catalog
 from service.codec import decode_rows, frontier_to_wire, time_to_wire
@@ -79,9 +79,7 @@ class Runtime:
             self._stopping = True
             self._cv.notify()
         self._thread.join(timeout=30)
-        for v in self.catalog.views.values():
-            for s in list(v.subscribers):
-                s.close("server shutting down")
+        self.close_subscribers("server shutting down")
 
     @property
     def queue_depth(self) -> int:
@@ -202,18 +200,20 @@ class Runtime:
         started = time.perf_counter()
         try:
             self.graph.step()
-        except Exception as exc:
-            log.exception("engine step failed")
-            err = ServiceError(
-                f"the engine failed while processing this write: {exc}", code="engine_failure"
-            )
-            for w in writes:
-                self._fail_pending(w, err)
-            raise
+        except StepError as exc:
+            failed = self.catalog.fail_operators(exc.failures)
+            for name, reason in failed.items():
+                log.error("view %s failed and left the engine: %s", name, reason)
+            for w in self._pending:
+                for name in failed:
+                    if name in w.affected:
+                        w.affected.remove(name)
+                        w.failed_views[name] = failed[name]
         self.steps += 1
         self.metrics.step_seconds.observe(time.perf_counter() - started)
         for v in self.catalog.views.values():
-            self._collect(v)
+            if v.failure is None:
+                self._collect(v)
         self.catalog.advance_histories()
         self._resolve()
         for w in writes:
@@ -223,13 +223,6 @@ class Runtime:
                     w.pending_body(frontier_to_wire(table.frontier) if table is not None else [])
                 )
 
-    def _fail_pending(self, w: WriteCommand, err: ServiceError) -> None:
-        if w in self._pending:
-            self._pending.remove(w)
-        self.completions.forget(w)
-        w.reject(err)
-
-    # -- outputs ----------------------------------------------------------------------------
     def _collect(self, v: ViewState) -> None:
         new = v.capture.drain()
         frontier = v.capture.frontier
@@ -303,7 +296,8 @@ class Runtime:
             v = self.catalog.views.get(name)
             if v is None:
                 continue
-            outputs[name] = _outputs_at(v, wanted, self.interner)
+            if w.report_outputs:
+                outputs[name] = _outputs_at(v, wanted, self.interner)
             v.latencies.append(latency_ms)
         table = self.catalog.tables.get(w.table)
         body = {
@@ -314,6 +308,8 @@ class Runtime:
             "latency_ms": round(latency_ms, 3),
             "outputs": outputs,
         }
+        if w.failed_views:
+            body["failed_views"] = dict(w.failed_views)
         w.state = WriteState.DONE
         self.completions.finish(w, body)
         self.metrics.write_latency.observe(latency_ms / 1000.0)
@@ -325,6 +321,7 @@ class Runtime:
         self, view: str, snapshot: bool, progress: bool, loop: asyncio.AbstractEventLoop
     ) -> Subscriber:
         v = self.catalog.view(view)
+        self.catalog.check_live(v)
         sub = Subscriber(view, progress, self.settings.subscriber_buffer, loop)
         if snapshot:
             t = self.catalog.read_time(v, None)
@@ -361,6 +358,12 @@ class Runtime:
         late = consolidate(content.take(done))
         for tt, updates in _by_time(late, v, self.interner):
             sub.push({"type": "diff", "time": tt, "updates": updates})
+
+    def close_subscribers(self, reason: str) -> None:
+        """Close every subscription (any thread): each gets a ``closed`` frame."""
+        for v in list(self.catalog.views.values()):
+            for s in list(v.subscribers):
+                s.close(reason)
 
     def unsubscribe(self, sub: Subscriber) -> None:
         v = self.catalog.views.get(sub.view)

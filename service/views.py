@@ -64,6 +64,7 @@ class ViewState:
         self.latencies: deque[float] = deque(maxlen=4096)
         self.subscribers: set[Subscriber] = set()
         self.readers: set[str] = set()
+        self.failure: str | None = None  # set when its dataflow failed; it no longer runs
 
     def latency_summary(self) -> dict[str, float | None]:
         if not self.latencies:
@@ -102,4 +103,6 @@ class ViewState:
             "rows": self.rows,
             "arrangements": arrangements,
             "latency_ms": self.latency_summary(),
+            "state": "failed" if self.failure else "ready",
+            **({"error": self.failure} if self.failure else {}),
         }

@@ -44,6 +44,10 @@ class WriteCommand:
     done: Future = field(default_factory=Future)
     staged: StagedWrite | None = None
     affected: list[str] = field(default_factory=list)
+    failed_views: dict[str, str] = field(default_factory=dict)  # affected views that failed
+    # False for bulk writes (Spark loads): the done body's ``outputs`` stays empty instead of
+    # holding one JSON row per output change; subscribers still get every change.
+    report_outputs: bool = True
 
     def reject(self, error: BaseException) -> None:
         self.state = WriteState.REJECTED

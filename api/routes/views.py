@@ -10,6 +10,7 @@ from api.body import JsonObject
 from api.deps import RuntimeDep
 from api.models import ErrorBody, RowsPublic, ViewCreate, ViewList, ViewPublic
 from api.responses import JSONResponse
+from service.errors import Invalid
 
 router = APIRouter(prefix="/v1", tags=["views"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -33,6 +34,13 @@ async def create_view(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
     def create() -> dict[str, Any]:
         v = rt.catalog.create_view(body)
         rt.step()  # hydrate from the current contents of what it reads
+        if v.failure is not None:
+            rt.catalog.drop_view(v.name)
+            raise Invalid(
+                f"the view could not compute its initial contents: {v.failure}",
+                {"path": "query"},
+                "no_fixed_point" if "IterationLimitError" in v.failure else "view_failed",
+            )
         return rt.catalog.describe_view(v)
 
     return JSONResponse(await rt.call(create), status_code=201)

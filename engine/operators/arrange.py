@@ -2,13 +2,16 @@
 
 ``Arrange`` turns a stream of updates into a spine plus a per-run keyed ``delta``;
 ``AsCollection`` turns an arrangement back into a stream, starting from the arrangement's
-whole current content when it is created after data arrived (hydration).
+whole current content when it is created after data arrived (hydration). With
+``hydrate_since`` that content arrives advanced to a frontier: the new reader starts from the
+contents at that frontier and computes no history before it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.lattice import Antichain
 from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
 from engine.trace import Layout, Spine, TraceBatch
 
@@ -53,9 +56,11 @@ class AsCollection(Operator):
 
     name = "as_collection"
 
-    def __init__(self, scope: Scope, arranged: Arranged) -> None:
+    def __init__(
+        self, scope: Scope, arranged: Arranged, hydrate_since: Antichain | None = None
+    ) -> None:
         super().__init__(scope, [arranged], arranged.schema)  # type: ignore[list-item]
-        self.source = ArrangementReader(arranged, "as_collection")
+        self.source = ArrangementReader(arranged, "as_collection", hydrate_since)
 
     def run(self) -> None:
         self.frontier = self.input_frontier()

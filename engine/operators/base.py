@@ -142,17 +142,22 @@ class ArrangementReader:
     """A consumer's view of an arrangement: its first read is the whole content (hydration),
     later reads are the batches added since; its trace reader holds back compaction."""
 
-    __slots__ = ("arranged", "reader", "started")
+    __slots__ = ("arranged", "hydrate_since", "reader", "started")
 
-    def __init__(self, arranged: Arranged, owner: str) -> None:
+    def __init__(
+        self, arranged: Arranged, owner: str, hydrate_since: Antichain | None = None
+    ) -> None:
         self.arranged = arranged
         self.reader: TraceReader = arranged.spine.reader(name=owner)
         self.started = False
+        self.hydrate_since = hydrate_since  # first read: content advanced to this frontier
 
     def delta(self) -> TraceBatch | None:
         if not self.started:
             self.started = True
             content = self.arranged.spine.content()
+            if self.hydrate_since is not None and len(content):
+                content = TraceBatch.merge(self.arranged.layout, [content], self.hydrate_since)
             return content if len(content) else None
         d = self.arranged.delta
         return d if d is not None and len(d) else None

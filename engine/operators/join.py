@@ -17,7 +17,7 @@ from engine.batch import UpdateBatch
 from engine.errors import SchemaError
 from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
 from engine.schema import Schema
-from engine.trace import Layout, TraceBatch
+from engine.trace import TraceBatch
 from engine.trace.cursor import match_keys
 from engine.trace.seek import pair_batches
 
@@ -74,14 +74,7 @@ class Join(Operator):
         self.right = ArrangementReader(right, "join.right")
         self.outputs = list(outputs)
         self.exact = left.layout.exact_codes
-        self._sources = [self._column_source(left.layout, s, c) for s, c in self.outputs]
         self._layouts = (left.layout, right.layout)
-
-    @staticmethod
-    def _column_source(layout: Layout, side: int, col: int) -> tuple[int, bool, int]:
-        if col in layout.key_cols:
-            return side, True, layout.key_cols.index(col)
-        return side, False, layout.val_cols.index(col)
 
     def _emit(
         self,

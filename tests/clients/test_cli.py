@@ -384,7 +384,19 @@ def test_serve_calls_the_server_with_flags_and_environment(
     monkeypatch.setitem(sys.modules, "api", package)
     monkeypatch.setitem(sys.modules, "api.server", server)
     env = {"DIFFLOW_PORT": "9001", "DIFFLOW_HEARTBEAT_S": "2.5"}
-    ok(invoke(exchange, "serve", "--data-dir", str(tmp_path), "--max-batch", "10", env=env))
+    ok(
+        invoke(
+            exchange,
+            "serve",
+            "--data-dir",
+            str(tmp_path),
+            "--max-batch",
+            "10",
+            "--history",
+            "7",
+            env=env,
+        )
+    )
     assert calls == [
         {
             "host": "127.0.0.1",
@@ -394,6 +406,7 @@ def test_serve_calls_the_server_with_flags_and_environment(
             "max_batch": 10,
             "subscriber_buffer": 10_000,
             "heartbeat_s": 2.5,
+            "history": 7,
         }
     ]
     assert exchange.requests == []

@@ -179,3 +179,22 @@ def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no
         assert frames[-1]["type"] == "closed"
         assert "4 frames" in frames[-1]["reason"] and "slow" in frames[-1]["reason"]
         assert len(frames) < writes
+
+
+def test_sigterm_closes_subscribers_and_exits_cleanly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import signal
+
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "t", [("k", "int")])
+        assert (
+            c.post(
+                "/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}}
+            ).status_code
+            == 201
+        )
+        with connect(f"{s.ws_url}/v1/views/v/subscribe") as ws:
+            assert recv(ws)["type"] == "snapshot" and recv(ws)["type"] == "progress"
+            s.process.send_signal(signal.SIGTERM)
+            closed = recv(ws, timeout=20)
+            assert closed == {"type": "closed", "seq": 2, "reason": "server shutting down"}
+        assert s.process.wait(timeout=20) == 0

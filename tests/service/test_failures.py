@@ -1,0 +1,74 @@
+"""A view whose iterate finds no fixed point: rejected at registration, or failed after a
+write while the server, the write and every other view go on."""
+
+from __future__ import annotations
+
+from tests.service.conftest import assert_error, make_table, row_counts, write
+from tests.service.server import running_server
+
+COUNT_UP = {  # n, n+1, ... up to the bound in table lim
+    "op": "iterate",
+    "result": "n",
+    "vars": {"n": {"op": "select", "input": {"op": "table", "name": "lim"}, "columns": {"n": 0}}},
+    "body": {
+        "n": {
+            "op": "distinct",
+            "input": {
+                "op": "concat",
+                "inputs": [
+                    {"op": "var", "name": "n"},
+                    {
+                        "op": "join",
+                        "left": {"op": "var", "name": "n"},
+                        "right": {"op": "table", "name": "lim"},
+                        "on": [],
+                        "columns": {
+                            "n": {
+                                "fn": "if",
+                                "args": [
+                                    {"fn": "lt", "args": ["left.n", "right.max"]},
+                                    {"fn": "add", "args": ["left.n", 1]},
+                                    "left.n",
+                                ],
+                            }
+                        },
+                    },
+                ],
+            },
+        }
+    },
+}
+
+
+def test_divergence_is_contained(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with running_server(tmp_path, iterate_round_limit=40) as s, s.client() as c:
+        make_table(c, "lim", [("id", "int"), ("max", "int")], primary_key=["id"])
+        write(c, "lim", {"updates": [{"insert": {"id": 1, "max": 500}}]})
+        err = assert_error(
+            c.post("/v1/views", json={"name": "up", "query": COUNT_UP}), 422, "no_fixed_point"
+        )
+        assert "40 rounds" in err["message"]
+        assert_error(c.get("/v1/views/up"), 404)
+        assert c.get("/v1/tables/lim").json()["readers"] == []
+
+        write(c, "lim", {"updates": [{"upsert": {"id": 1, "max": 3}}]})
+        assert c.post("/v1/views", json={"name": "up", "query": COUNT_UP}).status_code == 201
+        assert (
+            c.post(
+                "/v1/views", json={"name": "plain", "query": {"op": "table", "name": "lim"}}
+            ).status_code
+            == 201
+        )
+        assert row_counts(c, "up") == {(("n", n),): 1 for n in range(4)}
+
+        body = write(c, "lim", {"updates": [{"upsert": {"id": 1, "max": 500}}]})
+        assert body["status"] == "done"
+        assert "up" in body["failed_views"] and "up" not in body["outputs"]
+        assert sorted(u["diff"] for u in body["outputs"]["plain"]) == [-1, 1]
+        desc = c.get("/v1/views/up").json()
+        assert desc["state"] == "failed" and "IterationLimitError" in desc["error"]
+        assert_error(c.get("/v1/views/up/rows"), 409, "view_failed")
+        write(c, "lim", {"updates": [{"insert": {"id": 2, "max": 1}}]})  # the server goes on
+        assert len(row_counts(c, "plain")) == 2
+        assert c.delete("/v1/views/up").status_code == 204
+        assert c.get("/healthz").json() == {"status": "ok"}
