@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import sys
 
 import uvicorn
@@ -28,14 +29,14 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self.app = app
 
-    async def shutdown(self, sockets=None) -> None:  # type: ignore[no-untyped-def]
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         runtime = getattr(self.app.state, "runtime", None)
         if runtime is not None:  # subscribers hear why before their connections go
             runtime.close_subscribers("server shutting down")
             await asyncio.sleep(SUBSCRIBER_FLUSH_S)
         await super().shutdown(sockets)
 
-    async def startup(self, sockets=None) -> None:  # type: ignore[no-untyped-def]
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.should_exit:
             return

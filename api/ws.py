@@ -63,7 +63,8 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             msg = await ws.receive()
             if msg["type"] == "websocket.disconnect":
                 break
-            raw = msg.get("text") if msg.get("text") is not None else msg.get("bytes") or b""
+            text, data = msg.get("text"), msg.get("bytes")
+            raw: str | bytes = text if text is not None else data if data is not None else b""
             arrival = time.perf_counter()
             frame_id = None
             try:

@@ -14,7 +14,7 @@ from engine.errors import GraphError, SchemaError
 from engine.expr import Bound, Expr, col, lit
 from engine.lattice import Antichain
 from engine.operators.arrange import Arrange, AsCollection
-from engine.operators.base import Arranged, Operator, Scope
+from engine.operators.base import Operator, Scope
 from engine.operators.capture import Capture
 from engine.operators.iterate import (
     DEFAULT_ROUND_LIMIT,
@@ -317,7 +317,7 @@ class Arrangement:
 
     __slots__ = ("op",)
 
-    def __init__(self, op: Arranged) -> None:
+    def __init__(self, op: Arrange | Reduce) -> None:
         self.op = op
 
     @property
@@ -337,7 +337,7 @@ class Arrangement:
         arrangement already holds data (this is how a dataflow built later starts), advanced
         to ``hydrate_since`` if given (the new dataflow then starts at that frontier)."""
         if self.op.scope.is_loop:
-            return Collection(self.op)  # type: ignore[arg-type]
+            return Collection(self.op)
         return Collection(AsCollection(self.scope, self.op, hydrate_since))
 
     def _arranged_by(self, keys: Sequence[str], scope: Scope) -> Arrangement:

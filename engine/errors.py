@@ -15,6 +15,8 @@ Messages say what was wrong and how to fix it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "EngineError",
     "ExpressionError",
@@ -61,7 +63,7 @@ class StepError(EngineError):
     failed one saw no input from it in this step, so the dataflows containing failed
     operators should be considered broken and dropped."""
 
-    def __init__(self, failures: list[tuple[object, BaseException]]) -> None:
+    def __init__(self, failures: Sequence[tuple[object, BaseException]]) -> None:
         names = ", ".join(f"{getattr(op, 'name', op)}: {exc}" for op, exc in failures)
         super().__init__(f"{len(failures)} operator(s) failed in this step: {names}")
-        self.failures = failures
+        self.failures = list(failures)

@@ -215,6 +215,6 @@ def _minimal(arr: np.ndarray) -> np.ndarray:
     keep[1:] = (arr[1:] != arr[:-1]).any(axis=1)
     arr = arr[keep]
     # le[i, j]: arr[j] <= arr[i] and j != i  ->  arr[i] is not minimal
-    le = (arr[None, :, :] <= arr[:, None, :]).all(axis=2)
+    le = np.asarray((arr[None, :, :] <= arr[:, None, :]).all(axis=2), dtype=bool)
     np.fill_diagonal(le, False)
     return np.ascontiguousarray(arr[~le.any(axis=1)])

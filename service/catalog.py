@@ -14,7 +14,7 @@ import numpy as np
 
 from engine import Antichain, Arrangement, Collection, Graph, Schema, UpdateBatch, consolidate
 from engine.lattice import leq
-from engine.operators import AsCollection
+from engine.operators import Arrange, AsCollection, Reduce
 from engine.progress import meet_all
 from service.codec import decode_rows, frontier_to_wire, time_from_wire, time_to_wire
 from service.errors import Conflict, Invalid, NotFound
@@ -187,9 +187,9 @@ class Catalog:
             final = compiled.collection
             output = (
                 Arrangement(final.op)
-                if hasattr(final.op, "spine") and final.op.scope is self.graph.scope
+                if isinstance(final.op, (Arrange, Reduce)) and final.op.scope is self.graph.scope
                 else final.arrange_by_self(name=name)
-            )  # type: ignore[arg-type]
+            )
             capture = final.capture()
         except Exception:
             self._rollback(mark, created_shared)

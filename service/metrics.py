@@ -55,7 +55,7 @@ class _StateCollector(Collector):
         subs = GaugeMetricFamily("difflow_subscribers", "Open subscriptions", labels=["view"])
         for v in list(rt.catalog.views.values()):
             for op in arrangements_of(v.ops):
-                spine = op.spine  # type: ignore[attr-defined]
+                spine = op.spine
                 records.add_metric([v.name, op.name], spine.records())
                 nbytes.add_metric([v.name, op.name], spine.nbytes())
             subs.add_metric([v.name], len(v.subscribers))

@@ -250,11 +250,11 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
             raise _fail(f"{path}.inputs", "must be a non-empty list of plans")
         parts = [_compile(p, env, f"{path}.inputs.{i}") for i, p in enumerate(inputs)]
         first = parts[0].schema.types
-        for i, p in enumerate(parts[1:], 1):
-            if p.schema.types != first:
+        for i, part in enumerate(parts[1:], 1):
+            if part.schema.types != first:
                 raise _fail(
                     f"{path}.inputs.{i}",
-                    f"column types {[t.value for t in p.schema.types]} differ from the first "
+                    f"column types {[t.value for t in part.schema.types]} differ from the first "
                     f"input's {[t.value for t in first]}",
                     "type_mismatch",
                 )

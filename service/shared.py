@@ -41,7 +41,7 @@ class SharedArrangements:
             tuple(keys),
             arr,
             arr.op.spine.reader(name="history"),
-            [collection.op, arr.op],  # type: ignore[list-item]
+            [collection.op, arr.op],
         )
         self.entries[(source, tuple(keys))] = entry
         return entry

@@ -29,7 +29,7 @@ class TableState:
         self.handle.advance_to(start)
         self.arrangement: Arrangement = coll.arrange_by_self(name=shape.name)
         self.history: TraceReader = self.arrangement.op.spine.reader(name="history")
-        self.ops: list[Operator] = [coll.op, self.arrangement.op]  # type: ignore[list-item]
+        self.ops: list[Operator] = [coll.op, self.arrangement.op]
         self.pk_index: dict[tuple, tuple] | None = {} if shape.primary_key else None
         self.rows = 0
         self.readers: set[str] = set()

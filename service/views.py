@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine import Antichain, Arrangement, Capture, Schema, TraceReader, UpdateBatch
-from engine.operators import Operator
+from engine.operators import Arrange, Arranged, Operator, Reduce
 from engine.operators.iterate import LoopRegion
 from service.codec import frontier_to_wire
 from service.plan import Domain
@@ -23,11 +23,11 @@ from service.subscriptions import Subscriber
 __all__ = ["ViewState", "arrangements_of"]
 
 
-def arrangements_of(ops: list[Operator]) -> list[Operator]:
+def arrangements_of(ops: list[Operator]) -> list[Arrange | Reduce]:
     """Every operator holding a spine among ``ops``, loop bodies included."""
-    out: list[Operator] = []
+    out: list[Arrange | Reduce] = []
     for op in ops:
-        if hasattr(op, "spine"):
+        if isinstance(op, (Arrange, Reduce)):
             out.append(op)
         if isinstance(op, LoopRegion):
             out.extend(arrangements_of(op.inner.operators))
@@ -75,14 +75,14 @@ class ViewState:
             "p99": round(float(np.percentile(arr, 99)), 3),
         }
 
-    def describe(self, shared: list[tuple[str, Operator, list[str]]]) -> dict[str, Any]:
+    def describe(self, shared: list[tuple[str, Arranged, list[str]]]) -> dict[str, Any]:
         arrangements = [
             {
                 "name": op.name,
                 "records": op.spine.records(),
                 "bytes": op.spine.nbytes(),
                 "shared_with": [],
-            }  # type: ignore[attr-defined]
+            }
             for op in arrangements_of(self.ops)
         ]
         arrangements += [
@@ -91,7 +91,7 @@ class ViewState:
                 "records": op.spine.records(),
                 "bytes": op.spine.nbytes(),
                 "shared_with": others,
-            }  # type: ignore[attr-defined]
+            }
             for n, op, others in shared
         ]
         return {

@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.batch import UpdateBatch
 from engine.errors import GraphError
+from engine.interning import StringInterner
 from engine.lattice import Antichain
 from engine.progress import meet_all
 from engine.schema import Schema
@@ -37,7 +38,7 @@ class Scope:
         self.operators: list[Operator] = []
         self.frontier: Antichain | None = None  # loop scopes: the current round frontier
         self.rest: Antichain | None = None  # loop scopes: the frontier traces compact to
-        self.interner = parent.interner if parent is not None else None
+        self.interner: StringInterner | None = parent.interner if parent is not None else None
 
     @property
     def is_loop(self) -> bool:
@@ -65,6 +66,10 @@ class Operator:
     """Base class: wiring, frontiers and the run contract."""
 
     name = "operator"
+    scope: Scope
+    inputs: tuple[Operator, ...]
+    schema: Schema
+    dims: int
 
     def __init__(
         self, scope: Scope, inputs: Sequence[Operator], schema: Schema, dims: int | None = None

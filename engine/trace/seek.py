@@ -24,7 +24,7 @@ def _find(
     lo = np.searchsorted(codes, code)
     if exact:
         if lo < m and codes[lo] == code:
-            return lo
+            return int(lo)
         return -1
     j = lo
     while j < m and codes[j] == code:
@@ -34,7 +34,7 @@ def _find(
                 same = False
                 break
         if same:
-            return j
+            return int(j)
         j += 1
     return -1
 
