@@ -11,7 +11,8 @@ from fastapi import FastAPI
 from api import ws
 from api.errors import install_error_handlers
 from api.responses import JSONResponse
-from api.routes import ops, tables, views
+from api.routes import loads, ops, tables, views
+from service.loads import LoadManager
 from service.runtime import Runtime
 from service.settings import Settings
 
@@ -26,15 +27,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runtime = Runtime(settings)
         runtime.start()
         app.state.runtime = runtime
+        app.state.loads = LoadManager(runtime)
         try:
             yield
         finally:
+            app.state.loads.shutdown()  # cancels unfinished loads before the engine stops
             runtime.stop()
 
     app = FastAPI(
         title="difflow",
         version="1.0",
-        description="Incremental view maintenance: tables, views, writes, subscriptions.",
+        description="Incremental view maintenance: tables, views, writes, subscriptions, loads.",
         default_response_class=JSONResponse,
         lifespan=lifespan,
     )
@@ -43,5 +46,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ops.router)
     app.include_router(tables.router)
     app.include_router(views.router)
+    app.include_router(loads.router)
     app.include_router(ws.router)
     return app

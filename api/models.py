@@ -15,7 +15,9 @@ __all__ = [
     "ColumnSpec",
     "ErrorBody",
     "LoadCreate",
+    "LoadList",
     "LoadPublic",
+    "LoadQueued",
     "RowsPublic",
     "TableCreate",
     "TableList",
@@ -149,6 +151,16 @@ class RowsPublic(Strict):
     rows: list[Row]
 
 
+class ErrorDetail(Strict):
+    code: str
+    message: str
+    detail: Any = None
+
+
+class ErrorBody(Strict):
+    error: ErrorDetail
+
+
 class LoadSource(Strict):
     path: str | None = None
     format: Literal["parquet", "csv", "json", "orc"] | None = None
@@ -165,20 +177,30 @@ class LoadCreate(Strict):
     time: Time | None = None
 
 
+class LoadQueued(Strict):
+    id: str
+    state: Literal["queued"]
+
+
 class LoadPublic(Strict):
+    """A load job. ``rows``: source rows read so far; ``updates``: updates written once done
+    (for ``replace`` only the difference); ``write``: the token of the load's one write
+    (``GET /v1/completions/{token}``); ``error``: why it failed or was cancelled."""
+
     id: str
     table: str
     state: Literal["queued", "running", "done", "failed", "cancelled"]
+    mode: Literal["append", "replace"]
     rows: int
     rows_per_s: float | None
-    error: dict[str, Any] | None = None
+    error: ErrorDetail | None = None
+    created: str
+    started: str | None
+    finished: str | None
+    time: Time | None = None
+    updates: int | None = None
+    write: str | None = None
 
 
-class ErrorDetail(Strict):
-    code: str
-    message: str
-    detail: Any = None
-
-
-class ErrorBody(Strict):
-    error: ErrorDetail
+class LoadList(Strict):
+    loads: list[LoadPublic]

@@ -1,12 +1,16 @@
 """String interning: strings become int64 ids at the edge, and ids become strings again.
 
 Ids are dense and permanent for the life of an interner (a dropped string keeps its id).
+Thread safety: adding strings takes a lock (ids must stay unique when several threads
+intern at once); looking up ids of interned strings needs none, since the string list only
+grows and an id is published after its string.
 Ordering: ids carry no string order; :meth:`StringInterner.ranks` gives order keys for a set
 of ids (Python string order, i.e. by code point), computed once per distinct id.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -17,11 +21,12 @@ __all__ = ["StringInterner"]
 class StringInterner:
     """Bidirectional map between strings and int64 ids."""
 
-    __slots__ = ("_ids", "_strings")
+    __slots__ = ("_ids", "_lock", "_strings")
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
         self._strings: list[str] = []
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._strings)
@@ -29,23 +34,30 @@ class StringInterner:
     def intern(self, s: str) -> int:
         i = self._ids.get(s)
         if i is None:
-            i = len(self._strings)
-            self._ids[s] = i
-            self._strings.append(s)
+            with self._lock:
+                i = self._ids.get(s)
+                if i is None:
+                    i = len(self._strings)
+                    self._strings.append(s)
+                    self._ids[s] = i
         return i
 
     def intern_many(self, strings: Iterable[str]) -> np.ndarray:
         """Ids for a sequence of strings (one dict probe per string: an edge operation)."""
-        ids = self._ids
-        get = ids.get
-        out = []
-        for s in strings:
-            i = get(s)
-            if i is None:
-                i = len(self._strings)
-                ids[s] = i
-                self._strings.append(s)
-            out.append(i)
+        items = strings if isinstance(strings, Sequence) else list(strings)
+        get = self._ids.get
+        out = [get(s) for s in items]
+        if None in out:
+            with self._lock:
+                ids, table = self._ids, self._strings
+                for pos, s in enumerate(items):
+                    if out[pos] is None:
+                        i = ids.get(s)
+                        if i is None:
+                            i = len(table)
+                            table.append(s)
+                            ids[s] = i
+                        out[pos] = i
         return np.asarray(out, dtype=np.int64)
 
     def lookup(self, i: int) -> str:

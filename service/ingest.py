@@ -285,8 +285,15 @@ def stage_write(
     batch = UpdateBatch(
         np.ascontiguousarray(data), np.ascontiguousarray(times), np.ascontiguousarray(weights)
     )
-    distinct = sorted(set(time_tuples(times))) if n else []
+    distinct = _distinct_times(times) if n else []
     return StagedWrite(batch, distinct, parsed.advance_to, changes, int(weights.sum()) if n else 0)
+
+
+def _distinct_times(times: np.ndarray) -> list[tuple[int, ...]]:
+    """The sorted distinct times of a ``(d, n)`` array, without a Python tuple per update."""
+    if (times == times[:, :1]).all():
+        return time_tuples(times[:, :1])
+    return time_tuples(np.unique(times, axis=1))
 
 
 def _apply_keys(

@@ -1,0 +1,526 @@
+"""Spark loads through the wire: a real server subprocess with a real local Spark inside it.
+
+One server for the module (small Spark chunks so that progress and cancellation can be seen
+on a few hundred thousand rows); each test uses fresh table names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+from websockets.sync.client import ClientConnection, connect
+
+from clients.cli import app as cli_app
+from tests.service.conftest import assert_error, make_table, row_counts, write
+from tests.service.server import Server, running_server
+
+pytestmark = pytest.mark.spark
+
+BIG_ROWS = 600_000
+FINAL = ("done", "failed", "cancelled")
+_names = itertools.count()
+
+
+# -- fixtures and helpers ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running_server(
+        tmp_path_factory.mktemp("loads-server"),
+        load_chunk_rows=1_000,
+        spark_master="local[2]",
+        spark_conf="spark.sql.shuffle.partitions=2",
+    ) as s:
+        yield s
+
+
+@pytest.fixture()
+def client(server: Server) -> Iterator[httpx.Client]:
+    with server.client(timeout=120) as c:
+        yield c
+
+
+@pytest.fixture()
+def name() -> str:
+    return f"ld{next(_names)}"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("load-sources")
+
+
+@pytest.fixture(scope="module")
+def big_parquet(data_dir: Path) -> str:
+    """(k int, v string): BIG_ROWS rows in one row group (one Spark partition)."""
+    path = data_dir / "big.parquet"
+    keys = np.arange(BIG_ROWS, dtype=np.int64)
+    pool = pa.array([f"v{i}" for i in range(1_000)])
+    pq.write_table(pa.table({"k": keys, "v": pool.take(pa.array(keys % 1_000))}), path)
+    return str(path)
+
+
+def parquet(data_dir: Path, columns: dict[str, Any]) -> str:
+    path = data_dir / f"src{next(_names)}.parquet"
+    pq.write_table(pa.table(columns), path)
+    return str(path)
+
+
+def start_load(c: httpx.Client, table: str, body: dict[str, Any]) -> str:
+    r = c.post(f"/v1/tables/{table}/loads", json=body)
+    assert r.status_code == 202, r.text
+    answer = r.json()
+    assert answer["state"] == "queued" and answer["id"].startswith("l-"), answer
+    return answer["id"]
+
+
+def wait_load(c: httpx.Client, load_id: str, timeout: float = 180.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = c.get(f"/v1/loads/{load_id}")
+        assert r.status_code == 200, r.text
+        status = r.json()
+        if status["state"] in FINAL:
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"load {load_id} did not finish in {timeout} s: {status}")
+
+
+def load(c: httpx.Client, table: str, body: dict[str, Any]) -> dict[str, Any]:
+    return wait_load(c, start_load(c, table, body))
+
+
+def wait_running_with_rows(c: httpx.Client, load_id: str) -> dict[str, Any]:
+    """Polls until the load has read some rows and is still running."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        status = c.get(f"/v1/loads/{load_id}").json()
+        assert status["state"] in ("queued", "running"), status
+        if status["state"] == "running" and status["rows"] > 0:
+            return status
+        time.sleep(0.002)
+    raise AssertionError(f"load {load_id} never showed progress")
+
+
+def table_rows(c: httpx.Client, table: str) -> int:
+    return c.get(f"/v1/tables/{table}").json()["rows"]
+
+
+def make_view(c: httpx.Client, name: str, query: dict[str, Any]) -> None:
+    r = c.post("/v1/views", json={"name": name, "query": query})
+    assert r.status_code == 201, r.text
+
+
+def subscribe(server: Server, view: str) -> ClientConnection:
+    return connect(f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=false&progress=false")
+
+
+def diff_frame(ws: ClientConnection) -> dict[str, Any]:
+    while True:
+        frame = json.loads(ws.recv(timeout=60))
+        if frame["type"] == "diff":
+            return frame
+        assert frame["type"] == "heartbeat", frame
+
+
+def as_multiset(updates: list[dict[str, Any]]) -> dict[tuple, int]:
+    return {tuple(sorted(u["data"].items())): u["diff"] for u in updates}
+
+
+def key(**row: Any) -> tuple:
+    return tuple(sorted(row.items()))
+
+
+# -- loads that succeed ------------------------------------------------------------------------
+def test_parquet_load_reaches_views_before_and_after(
+    server: Server, client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    cols = [("a", "int"), ("b", "int"), ("x", "float"), ("s", "string"), ("ok", "bool")]
+    make_table(client, name, cols)
+    before = f"{name}_before"
+    make_view(
+        client,
+        before,
+        {
+            "op": "filter",
+            "input": {"op": "table", "name": name},
+            "where": {"fn": "gt", "args": ["b", 15]},
+        },
+    )
+    path = parquet(
+        data_dir,
+        {
+            "a": [1, 2, 3],
+            "b": [10, 20, 30],
+            "x": [0.5, -0.0, 2.25],
+            "s": ["p", "q", "p"],
+            "ok": [True, False, True],
+        },
+    )
+    with subscribe(server, before) as ws:
+        status = load(client, name, {"source": {"path": path, "format": "parquet"}})
+        frame = diff_frame(ws)
+    assert status["state"] == "done", status
+    assert status["rows"] == 3 and status["updates"] == 3 and status["error"] is None
+    assert status["table"] == name and status["mode"] == "append" and status["rows_per_s"] > 0
+    assert status["created"] <= status["started"] <= status["finished"]
+    rows = {
+        key(a=1, b=10, x=0.5, s="p", ok=True): 1,
+        key(a=2, b=20, x=0.0, s="q", ok=False): 1,
+        key(a=3, b=30, x=2.25, s="p", ok=True): 1,
+    }
+    # the one write of the load reached the view registered before it, at one time
+    assert as_multiset(frame["updates"]) == {k: 1 for k in rows if dict(k)["b"] > 15}
+    done = client.get(f"/v1/completions/{status['write']}").json()
+    assert done["status"] == "done" and done["times"] == [frame["time"]]
+    assert row_counts(client, before) == {k: 1 for k in rows if dict(k)["b"] > 15}
+    after = f"{name}_after"
+    make_view(client, after, {"op": "table", "name": name})  # hydrates from the table
+    assert row_counts(client, after) == rows
+    assert table_rows(client, name) == 3
+
+
+def test_csv_load_with_column_mapping_and_where(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    make_table(
+        client, name, [("id", "int"), ("who", "string"), ("score", "float"), ("vip", "bool")]
+    )
+    path = data_dir / f"people{next(_names)}.csv"
+    path.write_text("id,person,score,vip\n1,ann,1.5,true\n2,bob,0.5,false\n3,cy,7,false\n")
+    status = load(
+        client,
+        name,
+        {
+            "source": {"path": str(path), "format": "csv"},
+            "columns": {"who": "person"},
+            "where": "person <> 'bob'",
+        },
+    )
+    assert status["state"] == "done" and status["rows"] == 2, status
+    view = f"{name}_v"
+    make_view(client, view, {"op": "table", "name": name})
+    assert row_counts(client, view) == {
+        key(id=1, who="ann", score=1.5, vip=True): 1,
+        key(id=3, who="cy", score=7.0, vip=False): 1,
+    }
+
+
+def test_progress_grows_while_a_load_runs(
+    client: httpx.Client, big_parquet: str, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")])
+    load_id = start_load(client, name, {"source": {"path": big_parquet}})
+    seen = [wait_running_with_rows(client, load_id)["rows"]]
+    while True:
+        stored = table_rows(client, name)  # read before the status: if the load had not
+        status = client.get(f"/v1/loads/{load_id}").json()  # read everything then, nothing
+        if status["state"] != "running":  # of it may be visible (all or nothing)
+            break
+        seen.append(status["rows"])
+        if status["rows"] < BIG_ROWS:
+            assert stored == 0, (stored, status)
+        time.sleep(0.005)
+    status = wait_load(client, load_id)
+    assert status["state"] == "done" and status["rows"] == BIG_ROWS, status
+    assert seen == sorted(seen) and any(0 < rows < BIG_ROWS for rows in seen), seen
+    assert table_rows(client, name) == BIG_ROWS
+
+
+def test_load_into_client_timed_table_at_a_time(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    make_table(client, name, [("k", "int")], timing="client")
+    view = f"{name}_v"
+    make_view(client, view, {"op": "table", "name": name})
+    path = parquet(data_dir, {"k": [1, 2, 3]})
+    status = load(client, name, {"source": {"path": path}, "time": 5})
+    assert status["state"] == "done" and status["time"] == 5, status
+    assert client.get(f"/v1/tables/{name}").json()["frontier"] == [0]  # the writer moves it
+    write(client, name, {"updates": [], "advance_to": 6})
+    assert row_counts(client, view, as_of=4) == {}
+    assert row_counts(client, view, as_of=5) == {key(k=k): 1 for k in (1, 2, 3)}
+    r = client.post(f"/v1/tables/{name}/loads", json={"source": {"path": path}, "time": 3})
+    assert_error(r, 409, "time_before_frontier")
+
+    two = f"{name}_2d"
+    make_table(client, two, [("k", "int")], timing="client", time_dims=2)
+    status = load(client, two, {"source": {"path": path}, "time": [1, 2]})
+    assert status["state"] == "done" and status["time"] == [1, 2], status
+    assert table_rows(client, two) == 3
+
+
+# -- replace ----------------------------------------------------------------------------------------
+def test_replace_writes_only_the_difference(
+    server: Server, client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")])
+    write(
+        client,
+        name,
+        {
+            "updates": [
+                {"weight": 2, "data": {"k": 1, "v": "a"}},
+                {"insert": {"k": 2, "v": "b"}},
+                {"insert": {"k": 3, "v": "c"}},
+            ]
+        },
+    )
+    view = f"{name}_v"
+    make_view(client, view, {"op": "table", "name": name})
+    path = parquet(data_dir, {"k": [1, 2, 4, 4, 5], "v": ["a", "B", "d", "d", "e"]})
+    with subscribe(server, view) as ws:
+        status = load(client, name, {"source": {"path": path}, "mode": "replace"})
+        frame = diff_frame(ws)
+    assert status["state"] == "done" and status["mode"] == "replace", status
+    assert status["rows"] == 5 and status["updates"] == 6, status
+    # (1, a) stays once: one retraction of its second copy, no retract-and-reinsert of the rest
+    assert as_multiset(frame["updates"]) == {
+        key(k=1, v="a"): -1,
+        key(k=2, v="b"): -1,
+        key(k=3, v="c"): -1,
+        key(k=2, v="B"): 1,
+        key(k=4, v="d"): 2,
+        key(k=5, v="e"): 1,
+    }
+    assert row_counts(client, view) == {
+        key(k=1, v="a"): 1,
+        key(k=2, v="B"): 1,
+        key(k=4, v="d"): 2,
+        key(k=5, v="e"): 1,
+    }
+    assert table_rows(client, name) == 5
+
+    again = load(client, name, {"source": {"path": path}, "mode": "replace"})
+    assert again["state"] == "done" and again["updates"] == 0, again  # nothing differs
+    assert table_rows(client, name) == 5
+
+
+def test_replace_on_a_primary_key_table_swaps_rows(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")], primary_key=["k"])
+    write(
+        client, name, {"updates": [{"insert": {"k": 1, "v": "a"}}, {"insert": {"k": 2, "v": "b"}}]}
+    )
+    view = f"{name}_v"
+    make_view(client, view, {"op": "table", "name": name})
+    path = parquet(data_dir, {"k": [1, 2, 3], "v": ["a", "c", "d"]})
+    status = load(client, name, {"source": {"path": path}, "mode": "replace"})
+    assert status["state"] == "done" and status["updates"] == 3, status  # -(2,b) +(2,c) +(3,d)
+    assert row_counts(client, view) == {key(k=1, v="a"): 1, key(k=2, v="c"): 1, key(k=3, v="d"): 1}
+    # the key index follows: upserting key 2 retracts the loaded row
+    done = write(client, name, {"updates": [{"upsert": {"k": 2, "v": "z"}}]})
+    assert as_multiset(done["outputs"][view]) == {key(k=2, v="c"): -1, key(k=2, v="z"): 1}
+
+
+# -- loads that fail, leaving the table as it was ----------------------------------------------
+def test_missing_path_fails_and_changes_nothing(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    make_table(client, name, [("k", "int")])
+    write(client, name, {"updates": [{"insert": {"k": 7}}]})
+    status = load(client, name, {"source": {"path": str(data_dir / "nope.parquet")}})
+    assert status["state"] == "failed", status
+    assert (
+        status["error"]["code"] == "source_not_found"
+        and "nope.parquet" in status["error"]["message"]
+    )
+    assert table_rows(client, name) == 1
+
+
+def test_schema_mismatch_fails_and_changes_nothing(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")])
+    view = f"{name}_v"
+    make_view(client, view, {"op": "table", "name": name})
+    typed = parquet(data_dir, {"k": ["1", "2"], "v": ["a", "b"]})
+    status = load(client, name, {"source": {"path": typed}})
+    assert status["state"] == "failed" and status["error"]["code"] == "column_type", status
+    assert "'k'" in status["error"]["message"]
+    missing = parquet(data_dir, {"key": [1, 2], "v": ["a", "b"]})
+    status = load(client, name, {"source": {"path": missing}})
+    assert status["state"] == "failed" and status["error"]["code"] == "column_missing", status
+    assert status["error"]["detail"]["column"] == "k"
+    assert table_rows(client, name) == 0 and row_counts(client, view) == {}
+
+
+def test_primary_key_violations_fail_the_load(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")], primary_key=["k"])
+    write(client, name, {"updates": [{"insert": {"k": 1, "v": "a"}}]})
+    repeated = parquet(data_dir, {"k": [2, 3, 2], "v": ["x", "y", "z"]})
+    for mode in ("append", "replace"):
+        status = load(client, name, {"source": {"path": repeated}, "mode": mode})
+        assert status["state"] == "failed", status
+        assert status["error"]["code"] == "duplicate_key" and "k=2" in status["error"]["message"], (
+            status
+        )
+    present = parquet(data_dir, {"k": [5, 1], "v": ["e", "b"]})
+    status = load(client, name, {"source": {"path": present}})
+    assert status["state"] == "failed", status
+    assert status["error"]["code"] == "key_present" and "not applied" in status["error"]["message"]
+    view = f"{name}_v"
+    make_view(client, view, {"op": "table", "name": name})
+    assert row_counts(client, view) == {key(k=1, v="a"): 1}
+
+
+def test_requests_checked_before_queueing(client: httpx.Client, data_dir: Path, name: str) -> None:
+    make_table(client, name, [("k", "int")])
+    source = {"path": parquet(data_dir, {"k": [1]})}
+    post = lambda table, body: client.post(f"/v1/tables/{table}/loads", json=body)  # noqa: E731
+    assert_error(post(f"{name}_nope", {"source": source}), 404, "not_found")
+    assert_error(post(name, {}), 422, "invalid")
+    assert (
+        assert_error(post(name, {"source": source, "columns": {"zz": "k"}}), 422)["detail"]["path"]
+        == "columns.zz"
+    )
+    assert (
+        assert_error(post(name, {"source": {"path": "x", "format": "xls"}}), 422)["detail"]["path"]
+        == "source.format"
+    )
+    assert (
+        assert_error(post(name, {"source": source, "mode": "merge"}), 422)["detail"]["path"]
+        == "mode"
+    )
+    assert (
+        assert_error(post(name, {"source": source, "extra": 1}), 422)["detail"]["path"] == "extra"
+    )
+    assert_error(post(name, {"source": source, "time": 3}), 422, "bad_time")  # server-timed
+    client_timed = f"{name}_c"
+    make_table(client, client_timed, [("k", "int")], timing="client")
+    assert_error(post(client_timed, {"source": source}), 422, "bad_time")
+    r = client.post(
+        f"/v1/tables/{name}/loads", content=b"{nope", headers={"content-type": "application/json"}
+    )
+    assert_error(r, 400, "invalid_json")
+    assert_error(client.get("/v1/loads/l-999999"), 404, "not_found")
+    assert_error(client.delete("/v1/loads/l-999999"), 404, "not_found")
+    assert table_rows(client, name) == 0
+
+
+# -- cancellation and the frontier moving under a running load ---------------------------------------
+def test_cancel_leaves_nothing_behind(
+    client: httpx.Client, big_parquet: str, data_dir: Path, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")])
+    view = f"{name}_v"
+    make_view(
+        client,
+        view,
+        {
+            "op": "reduce",
+            "input": {"op": "table", "name": name},
+            "by": [],
+            "aggregates": {"n": {"fn": "count"}},
+        },
+    )
+    running = start_load(client, name, {"source": {"path": big_parquet}})
+    queued = start_load(
+        client, name, {"source": {"path": big_parquet}}
+    )  # waits: one load per table
+    wait_running_with_rows(client, running)
+    r = client.delete(f"/v1/loads/{queued}")
+    assert (
+        r.status_code == 200 and r.json()["state"] == "cancelled" and r.json()["started"] is None
+    ), r.text
+    r = client.delete(f"/v1/loads/{running}")
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "cancelled" and r.json()["error"]["code"] == "cancelled", r.json()
+    time.sleep(1.0)  # give a wrongly committed write the time to show
+    assert wait_load(client, running)["state"] == "cancelled"
+    assert table_rows(client, name) == 0 and row_counts(client, view) == {}
+    # the table is free again, and a finished load stays as it is when cancelled
+    status = load(
+        client, name, {"source": {"path": parquet(data_dir, {"k": [1, 2], "v": ["a", "b"]})}}
+    )
+    assert status["state"] == "done", status
+    r = client.delete(f"/v1/loads/{status['id']}")
+    assert r.status_code == 200 and r.json()["state"] == "done"
+    assert row_counts(client, view) == {key(n=2): 1}
+
+
+def test_frontier_passing_the_load_time_fails_the_load(
+    client: httpx.Client, big_parquet: str, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")], timing="client")
+    load_id = start_load(client, name, {"source": {"path": big_parquet}, "time": 10})
+    wait_running_with_rows(client, load_id)
+    write(client, name, {"updates": [], "advance_to": 20})
+    status = wait_load(client, load_id)
+    assert status["state"] == "failed", status
+    assert (
+        status["error"]["code"] == "time_before_frontier"
+        and "not applied" in status["error"]["message"]
+    )
+    assert table_rows(client, name) == 0
+
+
+def test_table_recreated_under_a_running_load_fails_it(
+    client: httpx.Client, big_parquet: str, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")])
+    load_id = start_load(client, name, {"source": {"path": big_parquet}})
+    wait_running_with_rows(client, load_id)
+    assert client.delete(f"/v1/tables/{name}").status_code == 204
+    make_table(client, name, [("k", "int"), ("v", "string"), ("w", "int")])
+    status = wait_load(client, load_id)
+    assert status["state"] == "failed" and status["error"]["code"] == "table_changed", status
+    assert table_rows(client, name) == 0
+
+
+# -- the CLI and the OpenAPI document ------------------------------------------------------------
+def test_cli_load_end_to_end(
+    server: Server, client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    make_table(client, name, [("k", "int"), ("v", "string")])
+    path = parquet(data_dir, {"k": [1, 2, 3], "v": ["a", "b", "c"]})
+    runner = CliRunner()
+    args = [
+        "--url",
+        server.url,
+        "load",
+        name,
+        "--path",
+        path,
+        "--format",
+        "parquet",
+        "--poll-s",
+        "0.05",
+    ]
+    result = runner.invoke(cli_app, args)
+    assert result.exit_code == 0, result.output
+    assert f"done: 3 rows into {name}" in result.stdout
+    assert table_rows(client, name) == 3
+
+    missing = str(data_dir / "missing.parquet")
+    result = runner.invoke(
+        cli_app, ["--url", server.url, "load", name, "--path", missing, "--poll-s", "0.05"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "error: source_not_found" in result.stderr and "missing.parquet" in result.stderr
+    assert table_rows(client, name) == 3
+
+
+def test_openapi_documents_loads(client: httpx.Client) -> None:
+    doc = client.get("/openapi.json").json()
+    post = doc["paths"]["/v1/tables/{name}/loads"]["post"]
+    assert "202" in post["responses"] and "422" in post["responses"]
+    assert "source" in post["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    get = doc["paths"]["/v1/loads/{load_id}"]["get"]
+    assert get["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "LoadPublic"
+    )
+    assert "delete" in doc["paths"]["/v1/loads/{load_id}"]
