@@ -1,6 +1,8 @@
-"""Load benchmark, data path only: a parquet file into numpy chunks with strings interned.
+"""Load benchmark: a parquet file into numpy chunks with strings interned, and (``--server``)
+the same file through a real server's ``POST /v1/tables/{t}/loads``.
 
     python -m bench.load --rows 10000000 [--workdir DIR] [--chunk-rows 65536]
+    python -m bench.load --server --rows 10000000
 
 Generates (once, cached in ``--workdir``) a parquet file of ``(a int, b int, x float, s string)``
 rows, then measures, each in a fresh process so that peak RSS belongs to one path only:
@@ -12,12 +14,25 @@ rows, then measures, each in a fresh process so that peak RSS belongs to one pat
 Prints one JSON line: rows/s, peak RSS of the Python process (``getrusage``), its growth over
 the RSS before streaming began, and for Spark the driver JVM's peak RSS (``VmHWM``), plus the
 ratio of the two rates. Bounded memory shows as a Python growth that does not scale with rows.
+
+``--server`` measures the end-to-end server path instead of ``spark``: it starts
+``python -m api.server`` on a free port (its own data directory), warms Spark up with a
+one-row load, creates a table ``(a int, b int, x float, s string)``, POSTs the load of the
+file and polls ``GET /v1/loads/{id}`` until it is done. It reports rows/s from the POST to the
+``done`` answer (and the job's own figure, from start to finish; ``read_s`` until every row
+was read, ``write_s`` for the one write after), the server process's peak RSS (``VmHWM``,
+which includes holding the whole table in its arrangement) and its growth over the RSS before
+the first measured load, the JVM's peak RSS, and the rate and peak RSS as ratios to
+``pyarrow`` alone. ``--repeat`` loads run (each into a new table, the previous one dropped);
+the fastest is reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import resource
 import subprocess
 import sys
@@ -112,13 +127,8 @@ def _current_rss_mb() -> float:
 
 
 def _jvm_peak_rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+    kib = _proc_kib(pid, "VmHWM")
+    return None if kib is None else kib / 1024
 
 
 def run_phase(phase: str, path: Path, chunk_rows: int, repeat: int = 2) -> dict[str, Any]:
@@ -179,6 +189,165 @@ def _python_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _proc_kib(pid: int, field: str) -> int | None:
+    """A ``/proc/<pid>/status`` memory field (``VmHWM``, ``VmRSS``) in KiB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found.extend(children)
+            todo.extend(children)
+    return found
+
+
+def _jvm_pid(server_pid: int) -> int | None:
+    for pid in _descendants(server_pid):
+        try:
+            if b"java" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def _mb(kib: int | None) -> float | None:
+    return None if kib is None else round(kib / 1024, 1)
+
+
+def _start_server(data_dir: Path, chunk_rows: int) -> tuple[subprocess.Popen[str], str]:
+    env = {
+        **os.environ,
+        "DIFFLOW_PORT": "0",
+        "DIFFLOW_DATA_DIR": str(data_dir),
+        "DIFFLOW_LOAD_CHUNK_ROWS": str(chunk_rows),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "api.server"],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    match = re.search(r"(http://\S+)", proc.stdout.readline())
+    if match is None:
+        proc.kill()
+        raise RuntimeError("the server did not start")
+    return proc, match.group(1)
+
+
+def _load(client: Any, table: str, path: Path) -> dict[str, Any]:
+    """Create ``table`` and load ``path`` into it, polling every 20 ms: seconds from the POST
+    to ``done``, and when the job had read every row (the rest is the one write)."""
+    columns = [{"name": name, "type": kind} for name, kind in SCHEMA]
+    client.post("/v1/tables", json={"name": table, "columns": columns}).raise_for_status()
+    started = time.perf_counter()
+    r = client.post(f"/v1/tables/{table}/loads", json={"source": {"path": str(path)}})
+    r.raise_for_status()
+    total, read_s = pq.ParquetFile(path).metadata.num_rows, None
+    while True:
+        job = client.get(f"/v1/loads/{r.json()['id']}").json()
+        if job["state"] in ("done", "failed", "cancelled"):
+            break
+        if read_s is None and job["rows"] == total:
+            read_s = time.perf_counter() - started
+        time.sleep(0.02)
+    elapsed = time.perf_counter() - started
+    if job["state"] != "done":
+        raise RuntimeError(f"the load of {path} ended {job['state']}: {job['error']}")
+    return {
+        "rows": job["rows"],
+        "seconds": round(elapsed, 3),
+        "rows_per_s": round(job["rows"] / elapsed),
+        "job_rows_per_s": round(job["rows_per_s"]),
+        "read_s": None if read_s is None else round(read_s, 3),
+        "write_s": None if read_s is None else round(elapsed - read_s, 3),
+    }
+
+
+def run_server(path: Path, workdir: Path, chunk_rows: int, repeat: int = 2) -> dict[str, Any]:
+    """One server subprocess: a one-row load starts Spark, then ``repeat`` measured loads,
+    each into a new table (the previous one dropped); the fastest is reported (the first pays
+    for Spark's cold code paths), peak RSS is over all of them."""
+    import httpx
+
+    warm_path = workdir / "load-warmup.parquet"
+    pq.write_table(pq.read_table(path).slice(0, 1), warm_path)
+    with tempfile.TemporaryDirectory(dir=workdir) as data_dir:
+        proc, url = _start_server(Path(data_dir), chunk_rows)
+        try:
+            with httpx.Client(base_url=url, timeout=600) as client:
+                spark_start_s = _load(client, "warmup", warm_path)["seconds"]
+                baseline_kib = _proc_kib(proc.pid, "VmRSS")
+                runs = []
+                for i in range(repeat):
+                    if i:
+                        client.delete(f"/v1/tables/bench{i - 1}").raise_for_status()
+                    runs.append(_load(client, f"bench{i}", path))
+                    stored = client.get(f"/v1/tables/bench{i}").json()["rows"]
+                    if stored != runs[-1]["rows"]:
+                        raise RuntimeError(f"table bench{i} holds {stored} rows after the load")
+            jvm = _jvm_pid(proc.pid)
+            peak_kib = _proc_kib(proc.pid, "VmHWM")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    growth_kib = None if peak_kib is None or baseline_kib is None else peak_kib - baseline_kib
+    best = min(runs, key=lambda run: run["seconds"])
+    return {
+        **best,
+        "first_run_s": runs[0]["seconds"],
+        "spark_start_load_s": round(spark_start_s, 2),
+        "peak_rss_mb": _mb(peak_kib),
+        "rss_growth_mb": _mb(growth_kib),
+        "rss_growth_bytes_per_row": (
+            None if growth_kib is None else round(growth_kib * 1024 / max(best["rows"], 1))
+        ),
+        "jvm_peak_rss_mb": _mb(_proc_kib(jvm, "VmHWM")) if jvm is not None else None,
+    }
+
+
+def _phase(phase: str, args: argparse.Namespace) -> dict[str, Any]:
+    command = [
+        sys.executable,
+        "-m",
+        "bench.load",
+        "--phase",
+        phase,
+        "--rows",
+        str(args.rows),
+        "--distinct",
+        str(args.distinct),
+        "--chunk-rows",
+        str(args.chunk_rows),
+        "--workdir",
+        str(args.workdir),
+        "--repeat",
+        str(args.repeat),
+    ]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.load", description=__doc__.split("\n")[0]
@@ -190,6 +359,11 @@ def main(argv: list[str] | None = None) -> None:
         "--workdir", type=Path, default=Path(tempfile.gettempdir()) / "difflow-bench-load"
     )
     parser.add_argument("--repeat", type=int, default=2, help="runs per path; best reported")
+    parser.add_argument(
+        "--server",
+        action="store_true",
+        help="measure a load through a real server (POST /v1/tables/{t}/loads) next to pyarrow",
+    )
     parser.add_argument("--phase", choices=["pyarrow", "spark"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     path = dataset_path(args.workdir, args.rows, args.distinct)
@@ -197,33 +371,28 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(run_phase(args.phase, path, args.chunk_rows, args.repeat)))
         return
     results: dict[str, Any] = {
-        "bench": "load",
+        "bench": "load-server" if args.server else "load",
         "rows": args.rows,
         "distinct_strings": args.distinct,
         "chunk_rows": args.chunk_rows,
         "file_mb": round(path.stat().st_size / 2**20, 1),
     }
-    for phase in ("pyarrow", "spark"):
-        command = [
-            sys.executable,
-            "-m",
-            "bench.load",
-            "--phase",
-            phase,
-            "--rows",
-            str(args.rows),
-            "--distinct",
-            str(args.distinct),
-            "--chunk-rows",
-            str(args.chunk_rows),
-            "--workdir",
-            str(args.workdir),
-        ]
-        out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        results[phase] = json.loads(out.strip().splitlines()[-1])
-    results["spark_vs_pyarrow"] = round(
-        results["spark"]["rows_per_s"] / results["pyarrow"]["rows_per_s"], 3
-    )
+    results["pyarrow"] = _phase("pyarrow", args)
+    if args.server:
+        server = run_server(path, args.workdir, args.chunk_rows, args.repeat)
+        results["server"] = server
+        results["server_vs_pyarrow"] = round(
+            server["rows_per_s"] / results["pyarrow"]["rows_per_s"], 3
+        )
+        if server["peak_rss_mb"] is not None:
+            results["server_rss_vs_pyarrow"] = round(
+                server["peak_rss_mb"] / results["pyarrow"]["peak_rss_mb"], 2
+            )
+    else:
+        results["spark"] = _phase("spark", args)
+        results["spark_vs_pyarrow"] = round(
+            results["spark"]["rows_per_s"] / results["pyarrow"]["rows_per_s"], 3
+        )
     print(json.dumps(results))
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
+import numpy as np
 import orjson
 
 __all__ = [
@@ -63,8 +64,18 @@ def format_time(time: Time) -> str:
 
 
 def dumps(value: Any) -> bytes:
-    """``value`` as JSON bytes."""
-    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+    """``value`` as JSON bytes (numpy arrays, including strided slices, as lists)."""
+    return orjson.dumps(value, default=_numpy_default, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _numpy_default(value: Any) -> Any:
+    """orjson serialises C-contiguous numpy arrays itself; other arrays and numpy scalars
+    come here."""
+    if isinstance(value, np.ndarray):
+        return np.ascontiguousarray(value).tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot send {type(value).__name__} as JSON")
 
 
 def loads(data: bytes | str) -> Any:

@@ -2,7 +2,8 @@
 then evaluated on whole columns at once.
 
 Build with :func:`col`, :func:`lit` and :func:`call` (or Python operators on expressions:
-``col("x") + 1 > col("y")``); :meth:`Expr.bind` checks names and types against a
+``col("x") + 1 > col("y")``; a bare string argument names a column, ``lit("text")`` is a
+string literal); :meth:`Expr.bind` checks names and types against a
 :class:`~engine.schema.Schema` and returns a :class:`Bound` expression whose
 :meth:`Bound.evaluate` maps a ``(k, n)`` data block to one typed numpy array.
 
@@ -201,7 +202,14 @@ def lit(value: object, type: ColumnType | str | None = None) -> Lit:
 
 
 def _coerce(value: object) -> Expr:
-    return value if isinstance(value, Expr) else lit(value)
+    """An expression argument: expressions as they are, a string names a column (as in the
+    plan language and the collection methods; write ``lit("text")`` for a string literal),
+    other Python values are literals."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, str):
+        return col(value)
+    return lit(value)
 
 
 def call(fn: str, *args: object, to: ColumnType | str | None = None) -> Call:
@@ -450,9 +458,7 @@ def stable_hash(
     with np.errstate(over="ignore"):
         for values, t in zip(columns, types, strict=True):
             if t is STRING:
-                v = np.asarray(interner.map_strings(values, _string_hash), dtype=np.int64).reshape(
-                    -1
-                )
+                v = interner.text_hashes(values, _string_hash)
             elif t is FLOAT:
                 f = np.asarray(values, dtype=np.float64) + 0.0
                 v = np.where(np.isnan(f), np.nan, f).view(np.int64)

@@ -21,12 +21,13 @@ __all__ = ["StringInterner"]
 class StringInterner:
     """Bidirectional map between strings and int64 ids."""
 
-    __slots__ = ("_ids", "_lock", "_strings")
+    __slots__ = ("_hashes", "_ids", "_lock", "_strings")
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
         self._strings: list[str] = []
         self._lock = threading.Lock()
+        self._hashes: dict[int, int] = {}  # id -> text hash (see text_hashes)
 
     def __len__(self) -> int:
         return len(self._strings)
@@ -81,6 +82,19 @@ class StringInterner:
         rank = np.empty(len(strings), dtype=np.int64)
         rank[np.asarray(order, dtype=np.int64)] = np.arange(len(strings), dtype=np.int64)
         return rank[inverse]
+
+    def text_hashes(self, ids: np.ndarray, fn: object) -> np.ndarray:
+        """``fn(string)`` (an int64 hash of the text) for every id, computed once per id for
+        the life of the interner."""
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        cache = self._hashes
+        out = np.empty(uniq.shape[0], dtype=np.int64)
+        for j, i in enumerate(uniq.tolist()):
+            h = cache.get(i)
+            if h is None:
+                h = cache[i] = fn(self._strings[i])  # type: ignore[operator]
+            out[j] = h
+        return out[inverse.reshape(-1)]
 
     def map_strings(self, ids: np.ndarray, fn: object) -> list[object]:
         """Apply a Python function once per distinct id; results in input order."""

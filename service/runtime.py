@@ -262,9 +262,10 @@ class Runtime:
     def _resolve(self) -> None:
         now = time.perf_counter()
         still = []
+        index: dict[str, dict[tuple[int, ...], list[dict[str, Any]]]] = {}
         for w in self._pending:
             if self._complete(w):
-                self._finish(w, now)
+                self._finish(w, now, index)
             else:
                 still.append(w)
         self._pending = still
@@ -287,17 +288,25 @@ class Runtime:
                 return False
         return True
 
-    def _finish(self, w: WriteCommand, now: float) -> None:
+    def _finish(
+        self,
+        w: WriteCommand,
+        now: float,
+        index: dict[str, dict[tuple[int, ...], list[dict[str, Any]]]],
+    ) -> None:
+        """Complete ``w``; ``index`` caches each view's final outputs by time for this pass."""
         assert w.staged is not None
         latency_ms = (now - w.arrival) * 1000.0
-        wanted = set(w.staged.times)
         outputs: dict[str, list[dict[str, Any]]] = {}
         for name in w.affected:
             v = self.catalog.views.get(name)
             if v is None:
                 continue
             if w.report_outputs:
-                outputs[name] = _outputs_at(v, wanted, self.interner)
+                if name not in index:
+                    index[name] = _outputs_by_time(v, self.interner)
+                by_time = index[name]
+                outputs[name] = [u for t in w.staged.times for u in by_time.get(t, ())]
             v.latencies.append(latency_ms)
         table = self.catalog.tables.get(w.table)
         body = {
@@ -392,19 +401,14 @@ def _by_time(
     return out
 
 
-def _outputs_at(v: ViewState, wanted: set[tuple[int, ...]], interner: Any) -> list[dict[str, Any]]:
-    parts = []
-    for b in v.final_history:
-        keys = time_tuples(b.times)
-        mask = np.fromiter((k in wanted for k in keys), dtype=bool, count=len(keys))
-        if mask.any():
-            parts.append(b.take(mask))
-    if not parts:
-        return []
-    b = consolidate(UpdateBatch.concat(parts, len(v.schema), v.domain.dims))
+def _outputs_by_time(v: ViewState, interner: Any) -> dict[tuple[int, ...], list[dict[str, Any]]]:
+    """The view's final outputs not yet handed to writes, consolidated and grouped by time
+    (decoded once, however many writes ask)."""
+    if not v.final_history:
+        return {}
+    b = consolidate(UpdateBatch.concat(v.final_history, len(v.schema), v.domain.dims))
+    out: dict[tuple[int, ...], list[dict[str, Any]]] = {}
     rows = decode_rows(b.data, v.schema, interner)
-    times = time_tuples(b.times)
-    return [
-        {"data": r, "time": time_to_wire(t), "diff": int(d)}
-        for r, t, d in zip(rows, times, b.diffs.tolist(), strict=True)
-    ]
+    for row, t, d in zip(rows, time_tuples(b.times), b.diffs.tolist(), strict=True):
+        out.setdefault(t, []).append({"data": row, "time": time_to_wire(t), "diff": int(d)})
+    return out
