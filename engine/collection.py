@@ -25,7 +25,7 @@ from engine.operators.iterate import (
     Variable,
 )
 from engine.operators.join import Join
-from engine.operators.linear import Concat, Filter, FlatMap, Map, Negate
+from engine.operators.linear import Concat, Consolidate, Filter, FlatMap, Map, Negate
 from engine.operators.reduce import Reduce
 from engine.operators.reduce_kernels import (
     AggregateKernel,
@@ -138,6 +138,10 @@ class Collection:
 
     def negate(self) -> Collection:
         return Collection(Negate(self.scope, self.op))
+
+    def consolidate(self) -> Collection:
+        """The same collection with each batch's equal (row, time) updates summed."""
+        return Collection(Consolidate(self.scope, self.op))
 
     def capture(self) -> Capture:
         """Record this collection's updates (see :meth:`Capture.drain`)."""

@@ -6,7 +6,7 @@ from engine.operators.capture import Capture
 from engine.operators.input import InputHandle, InputOp
 from engine.operators.iterate import Enter, Leave, LoopRegion, Variable
 from engine.operators.join import Join
-from engine.operators.linear import Concat, Filter, FlatMap, Map, Negate
+from engine.operators.linear import Concat, Consolidate, Filter, FlatMap, Map, Negate
 from engine.operators.reduce import Reduce
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "AsCollection",
     "Capture",
     "Concat",
+    "Consolidate",
     "Enter",
     "Filter",
     "FlatMap",

@@ -1,5 +1,6 @@
 """Record-at-a-time operators, vectorised over whole batches: select (map), filter,
-flat_map, concat, negate. They keep no state and output at the times of their input."""
+flat_map, concat, negate, consolidate. They keep no state and output at the times of their
+input."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.batch import UpdateBatch
+from engine.consolidate import consolidate
 from engine.errors import SchemaError
 from engine.expr import Bound, EvalContext
 from engine.operators.base import Operator, Scope
 from engine.schema import ColumnType, Schema, encode
 
-__all__ = ["Concat", "Filter", "FlatMap", "Map", "Negate"]
+__all__ = ["Concat", "Consolidate", "Filter", "FlatMap", "Map", "Negate"]
 
 
 def _context(op: Operator, batch: UpdateBatch) -> EvalContext:
@@ -137,3 +139,18 @@ class Negate(Operator):
         batch = self.inputs[0].output
         self.frontier = self.input_frontier()
         self.output = batch.negate() if batch is not None else None
+
+
+class Consolidate(Operator):
+    """Each run's updates with equal (row, time) summed and zeros dropped."""
+
+    name = "consolidate"
+
+    def __init__(self, scope: Scope, input: Operator) -> None:
+        super().__init__(scope, [input], input.schema)
+
+    def run(self) -> None:
+        batch = self.inputs[0].output
+        self.frontier = self.input_frontier()
+        out = consolidate(batch) if batch is not None else None
+        self.output = out if out is not None and len(out) else None

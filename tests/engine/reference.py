@@ -24,6 +24,7 @@ UNARY = (
     "filter",
     "mod",
     "negate",
+    "consolidate",
     "distinct",
     "count",
     "sum",
@@ -145,6 +146,8 @@ def evaluate(tree: Tree, inputs: dict[str, Counter]) -> Counter:
         return _clean(out)
     if op == "negate":
         return Counter({r: -n for r, n in a.items()})
+    if op == "consolidate":
+        return a
     if op == "distinct":
         return _distinct(a)
     if op == "threshold":
@@ -248,6 +251,8 @@ def build(tree: Tree, inputs: dict[str, Collection]) -> Collection:
         return a.flat_map("i", "x", "y").select(x="x", y="i")
     if op == "negate":
         return a.negate()
+    if op == "consolidate":
+        return a.consolidate()
     if op == "distinct":
         return a.distinct()
     if op == "threshold":
