@@ -86,3 +86,68 @@ def consolidate_rows_order(keys: np.ndarray, diffs: np.ndarray) -> tuple[np.ndar
     first = order[starts]
     keep = sums != 0
     return first[keep], sums[keep]
+
+
+@njit(cache=True, nogil=True)
+def trace_arrays(
+    codes: np.ndarray,
+    keys: np.ndarray,
+    vals: np.ndarray,
+    times: np.ndarray,
+    diffs: np.ndarray,
+    exact: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A trace batch's arrays in one pass: records sorted by (code, key, value, time) and
+    consolidated, then the distinct keys with their offsets. Returns (key codes, keys,
+    offsets, vals, times, diffs). The numpy reference is ``TraceBatch.from_records``'s
+    large-input path."""
+    n = codes.shape[0]
+    kk, kv, d = keys.shape[0], vals.shape[0], times.shape[0]
+    sk = np.empty((1 + (0 if exact else kk) + kv + d, n), np.int64)
+    sk[0] = codes
+    r = 1
+    if not exact:
+        for j in range(kk):
+            sk[r] = keys[j]
+            r += 1
+    for j in range(kv):
+        sk[r] = vals[j]
+        r += 1
+    for j in range(d):
+        sk[r] = times[j]
+        r += 1
+    first, sums = consolidate_order(sk, diffs)
+    m = first.shape[0]
+    o_codes = np.empty(m, np.int64)
+    o_keys = np.empty((kk, m), np.int64)
+    o_vals = np.empty((kv, m), np.int64)
+    o_times = np.empty((d, m), np.int64)
+    for i in range(m):
+        f = first[i]
+        o_codes[i] = codes[f]
+        for j in range(kk):
+            o_keys[j, i] = keys[j, f]
+        for j in range(kv):
+            o_vals[j, i] = vals[j, f]
+        for j in range(d):
+            o_times[j, i] = times[j, f]
+    starts = np.empty(m + 1, np.int64)
+    u = 0
+    for i in range(m):
+        new = i == 0 or o_codes[i] != o_codes[i - 1]
+        if not new and not exact:
+            for j in range(kk):
+                if o_keys[j, i] != o_keys[j, i - 1]:
+                    new = True
+                    break
+        if new:
+            starts[u] = i
+            u += 1
+    starts[u] = m
+    u_codes = np.empty(u, np.int64)
+    u_keys = np.empty((kk, u), np.int64)
+    for i in range(u):
+        u_codes[i] = o_codes[starts[i]]
+        for j in range(kk):
+            u_keys[j, i] = o_keys[j, starts[i]]
+    return u_codes, u_keys, starts[: u + 1].copy(), o_vals, o_times, sums

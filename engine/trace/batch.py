@@ -16,7 +16,7 @@ import numpy as np
 from engine.batch import UpdateBatch
 from engine.hashing import key_codes
 from engine.lattice import Antichain, advance_by
-from engine.sort_kernels import consolidate_rows_order, key_starts
+from engine.sort_kernels import COMPILED_BELOW, consolidate_rows_order, key_starts, trace_arrays
 from engine.trace.layout import Layout
 
 __all__ = ["TraceBatch"]
@@ -70,6 +70,16 @@ class TraceBatch:
             return cls.empty(layout, times.shape[0])
         if since is not None:
             times = advance_by(times, since)
+        if n < COMPILED_BELOW:
+            arrays = trace_arrays(
+                np.ascontiguousarray(codes),
+                np.ascontiguousarray(keys),
+                np.ascontiguousarray(vals),
+                np.ascontiguousarray(times),
+                np.ascontiguousarray(diffs),
+                layout.exact_codes,
+            )
+            return cls(*arrays)
         rows = [codes[None, :]] if layout.exact_codes else [codes[None, :], keys]
         sort_keys = np.concatenate([*rows, vals, times])
         first, diffs = consolidate_rows_order(sort_keys, np.ascontiguousarray(diffs))

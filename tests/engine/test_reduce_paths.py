@@ -179,3 +179,21 @@ def test_compiled_set_reduce_equals_the_general_kernel(ups: list, k: int) -> Non
             acc[(int(b.data[0, i]), int(b.times[0, i]), int(b.times[1, i]))] += int(b.diffs[i])
         results.append({key: v for key, v in acc.items() if v})
     assert results[0] == results[1]
+
+
+@given(rows, st.booleans())
+def test_compiled_trace_batch_matches_numpy(rs: list, two_col_keys: bool) -> None:
+    from engine.trace import batch as trace_batch
+
+    layout = Layout.by_key(2, [0, 1]) if two_col_keys else Layout.by_key(2, [0])
+    a = np.asarray(rs, dtype=np.int64).reshape(-1, 4).T
+    b = UpdateBatch.build(a[:2], a[2:3], a[3])
+    compiled = TraceBatch.from_updates(layout, b)
+    saved = trace_batch.COMPILED_BELOW
+    trace_batch.COMPILED_BELOW = 0  # force the numpy path
+    try:
+        reference = TraceBatch.from_updates(layout, b)
+    finally:
+        trace_batch.COMPILED_BELOW = saved
+    for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
+        assert np.array_equal(getattr(compiled, name), getattr(reference, name)), name
