@@ -419,14 +419,21 @@ def iterate(
     body: Callable[[Mapping[str, Collection]], Mapping[str, Collection]],
     max_iterations: int | None = None,
     round_limit: int = DEFAULT_ROUND_LIMIT,
+    within: Scope | None = None,
 ) -> dict[str, Collection]:
     """Mutually recursive fixed point: each variable starts as its initial collection and
     all are replaced together by ``body(vars)`` until nothing changes (or after
-    ``max_iterations`` replacements). Returns every variable's final collection."""
+    ``max_iterations`` replacements). Returns every variable's final collection.
+
+    The loop nests in the deepest scope of its initial collections and ``within``: pass the
+    enclosing loop's scope when building inside a loop body whose variables the new body
+    reads even though its initial collections come from outside."""
     if not initial:
         raise SchemaError("iterate needs at least one variable")
-    parent = _deepest([c.scope for c in initial.values()])
-    dims = {c.dims for c in initial.values()}
+    parent = _deepest(
+        [c.scope for c in initial.values()] + ([within] if within is not None else [])
+    )
+    dims = {c._in(parent).dims for c in initial.values()}
     if len(dims) != 1:
         raise GraphError("iterate variables must share one time domain")
     inner = LoopScope(parent, dims.pop() + 1, f"{parent.name}/iterate")

@@ -153,7 +153,7 @@ def _node(plan: Any, path: str) -> str:
     if not isinstance(plan, dict):
         raise _fail(path, "a plan node must be an object with an 'op'")
     op = plan.get("op")
-    if op not in NODE_FIELDS:
+    if not isinstance(op, str) or op not in NODE_FIELDS:
         raise _fail(path, f"unknown node {op!r}; nodes are {sorted(NODE_FIELDS)}", "unknown_node")
     required, optional = NODE_FIELDS[op]
     missing = sorted(required - set(plan))
@@ -204,6 +204,8 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
         return env.sources.collection(name)
     if op == "var":
         name = plan["name"]
+        if not isinstance(name, str):
+            raise _fail(f"{path}.name", "must be a var name", "unknown_var")
         for scope in reversed(env.vars):
             if name in scope:
                 return scope[name]
@@ -437,7 +439,7 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
         raise _fail(f"{path}.vars", "must be a non-empty object of {name: PLAN}")
     if not isinstance(body, dict) or set(body) != set(vars_):
         raise _fail(f"{path}.body", f"must define exactly the vars {sorted(vars_)}")
-    if result not in vars_:
+    if not isinstance(result, str) or result not in vars_:
         raise _fail(f"{path}.result", f"must name one of the vars {sorted(vars_)}", "unknown_var")
     cap = plan.get("max_iterations")
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
@@ -466,8 +468,9 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
         finally:
             env.vars.pop()
 
+    within = next(iter(env.vars[-1].values())).scope if env.in_loop else None
     try:
-        results = iterate(initial, body_fn, cap, env.round_limit)
+        results = iterate(initial, body_fn, cap, env.round_limit, within)
     except EngineError as exc:
         raise _fail(path, str(exc)) from exc
     return results[result]
