@@ -232,6 +232,8 @@ def _parse_columnar(
         )
         if per_row:
             ts = [_time(v, shape, f"time[{i}]") for i, v in enumerate(value)]
+        elif n == 0 and value == []:
+            ts = []  # one time per row, for no rows
         else:
             ts = [_time(value, shape, "time")] * n
         t_arr = np.asarray(ts, dtype=np.int64).reshape(n, shape.dims).T.copy()

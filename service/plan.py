@@ -179,6 +179,9 @@ def _engine(path: str, fn: Callable[[], Collection]) -> Collection:
 def _names(value: Any, path: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _fail(path, "must be a list of column names")
+    for i, v in enumerate(value):
+        if v in value[:i]:
+            raise _fail(f"{path}.{i}", f"column {v!r} is listed twice")
     return list(value)
 
 
@@ -213,8 +216,8 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
     if op == "select":
         inp = _compile(plan["input"], env, f"{path}.input")
         cols = plan["columns"]
-        if not isinstance(cols, dict) or not cols:
-            raise _fail(f"{path}.columns", "must be a non-empty object of {out: EXPR}")
+        if not isinstance(cols, dict):
+            raise _fail(f"{path}.columns", "must be an object of {out: EXPR}")
         exprs = {}
         for name, e in cols.items():
             _out_name(name, f"{path}.columns.{name}")
@@ -349,8 +352,8 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
         )
     parsed = None
     if columns is not None:
-        if not isinstance(columns, dict) or not columns:
-            raise _fail(f"{path}.columns", "must be a non-empty object of {out: EXPR}")
+        if not isinstance(columns, dict):
+            raise _fail(f"{path}.columns", "must be an object of {out: EXPR}")
         parsed = {}
         for name, e in columns.items():
             _out_name(name, f"{path}.columns.{name}")
@@ -368,7 +371,7 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
             return left.join(right, on=list(zip(lkeys, rkeys, strict=True)), columns=parsed)
         return la.join(ra, parsed)
 
-    return _engine(f"{path}.columns" if parsed else path, build)
+    return _engine(f"{path}.columns" if parsed is not None else path, build)
 
 
 def _compile_reduce(plan: dict, env: _Env, path: str) -> Collection:

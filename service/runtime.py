@@ -191,6 +191,12 @@ class Runtime:
         """Run one step now (engine thread): used after catalog changes to hydrate views."""
         self._step([])
 
+    def adopt_view(self, view: ViewState) -> None:
+        """Writes still pending on tables a new view reads will report its outputs too."""
+        for w in self._pending:
+            if w.table in view.tables and view.name not in w.affected:
+                w.affected.append(view.name)
+
     def _step(self, writes: list[WriteCommand]) -> None:
         for t in self.catalog.tables.values():
             if t.shape.timing == "server":

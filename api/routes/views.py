@@ -33,6 +33,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 async def create_view(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
     def create() -> dict[str, Any]:
         v = rt.catalog.create_view(body)
+        rt.adopt_view(v)
         rt.step()  # hydrate from the current contents of what it reads
         if v.failure is not None:
             rt.catalog.drop_view(v.name)

@@ -302,6 +302,8 @@ def compile_expr(expr: object, scope: Scope, path: Path) -> Compiled:
         return _literal(expr["lit"], path)
     if isinstance(expr, dict) and "fn" in expr:
         name = expr["fn"]
+        if not isinstance(name, str):
+            raise PlanError("'fn' must be a function name", (*path, "fn"))
         _check_keys(expr, {"fn", "args"}, {"to"} if name == "cast" else set(), path, "call")
         if name not in FUNCTIONS:
             raise PlanError(f"unknown function {name!r}", path)
@@ -946,9 +948,8 @@ class _Compiler:
             index = _column_index(source.columns, spec["col"], (*spec_path, "col"))
             desc = spec.get("desc", False)
             _expect(desc, bool, "order_by 'desc'", (*spec_path, "desc"))
-            if index in [j for j, _ in order]:
-                raise PlanError(f"column {spec['col']!r} is ordered by twice", spec_path)
-            order.append((index, desc))
+            if index not in [j for j, _ in order]:  # a repeated column orders nothing more
+                order.append((index, desc))
         ordered = {i for i, _ in order}
         order += [
             (i, False) for i in range(len(source.columns)) if i not in by and i not in ordered

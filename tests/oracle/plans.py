@@ -594,18 +594,27 @@ def plans_with_schema(
     tables: Mapping[str, Sequence[Column]],
     max_depth: int = 3,
     allow_iterate: bool = True,
+    root_op: str | None = None,
 ) -> Generated:
     """A random plan over ``tables`` (name -> columns) with at most ``max_depth`` operator
     levels, and the output columns the generator meant it to have (not checked: use
-    :func:`plans` for checked plans)."""
+    :func:`plans` for checked plans). ``root_op`` (a node such as ``"iterate"``) fixes the
+    root's operator (``iterate`` needs ``max_depth >= 2``)."""
     if not tables:
         raise ValueError("plans need at least one table")
     ctx = _Context({name: list(columns) for name, columns in tables.items()}, {}, allow_iterate, 0)
+    if root_op is not None:
+        if root_op not in _OPERATORS or (root_op == "iterate" and max_depth < 2) or max_depth < 1:
+            raise ValueError(f"no plan of depth {max_depth} has a root {root_op!r}")
+        return _OPERATORS[root_op](draw, ctx, max_depth)
     return _gen_plan(draw, ctx, max_depth, root=True)
 
 
 def plans(
-    tables: Mapping[str, Sequence[Column]], max_depth: int = 3, allow_iterate: bool = True
+    tables: Mapping[str, Sequence[Column]],
+    max_depth: int = 3,
+    allow_iterate: bool = True,
+    root_op: str | None = None,
 ) -> st.SearchStrategy[Plan]:
     """Random valid plans over ``tables``: those of :func:`plans_with_schema` whose columns
     :func:`~tests.oracle.evaluate.schema_of` confirms (all of them, unless the generator has a
@@ -619,4 +628,5 @@ def plans(
         except PlanError:
             return False
 
-    return plans_with_schema(tables, max_depth, allow_iterate).filter(confirmed).map(lambda g: g[0])
+    generated = plans_with_schema(tables, max_depth, allow_iterate, root_op)
+    return generated.filter(confirmed).map(lambda g: g[0])

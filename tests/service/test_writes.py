@@ -302,3 +302,30 @@ def test_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
         big = b'{"updates": [' + b" " * (2 * 1024 * 1024) + b"]}"
         assert_error(c.post("/v1/tables/lim/updates", content=big), 413, "body_too_large")
         assert c.get("/v1/tables/lim").json()["rows"] == 0
+
+
+def test_write_pending_across_view_registration_reports_the_view(
+    client: httpx.Client, name: str
+) -> None:
+    make_table(client, name, [("x", "int")], timing="client")
+    r = client.post(
+        f"/v1/tables/{name}/updates", json={"updates": [{"insert": {"x": 1}, "time": 5}]}
+    )
+    assert r.status_code == 202
+    token = r.json()["token"]
+    view = f"{name}_v"
+    assert (
+        client.post(
+            "/v1/views", json={"name": view, "query": {"op": "table", "name": name}}
+        ).status_code
+        == 201
+    )
+    write(client, name, {"updates": [{"insert": {"x": 2}, "time": 5}], "advance_to": 6})
+    done = client.get(f"/v1/completions/{token}").json()
+    assert sorted(u["data"]["x"] for u in done["outputs"][view]) == [1, 2]
+
+
+def test_columnar_write_with_no_rows(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("x", "int")], timing="client")
+    body = write(client, name, {"columns": {"x": []}, "time": [], "advance_to": 3})
+    assert body["times"] == [] and body["frontier"] == [3]
