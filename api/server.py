@@ -12,6 +12,7 @@ import logging
 import signal
 import socket
 import sys
+import threading
 
 import uvicorn
 from fastapi import FastAPI
@@ -85,7 +86,8 @@ def main(
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler
     # it found; Python's default one would end the process with status 143. A requested stop
     # is a clean exit.
-    signal.signal(signal.SIGTERM, _exit_cleanly)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_cleanly)
     _Server(config, app).run()
 
 

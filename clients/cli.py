@@ -7,8 +7,6 @@ with status 1; usage errors exit with status 2 (typer's own handling).
 
 from __future__ import annotations
 
-import signal
-import threading
 from enum import Enum
 from typing import Annotated, Any
 
@@ -93,29 +91,17 @@ def serve(
     """Run the server (engine embedded; local Spark started on the first load)."""
     import api.server
 
-    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal under the handler
-    # it found installed; with Python's default one the process would die of it (status
-    # 143). A stop asked for is a clean exit: this handler turns it into status 0.
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _stop_cleanly) if main_thread else None
-    try:
-        api.server.main(
-            host=host,
-            port=port,
-            data_dir=data_dir,
-            max_body_mb=max_body_mb,
-            max_batch=max_batch,
-            subscriber_buffer=subscriber_buffer,
-            heartbeat_s=heartbeat_s,
-            history=history,
-        )
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _stop_cleanly(signum: int, frame: object) -> None:
-    raise typer.Exit(0)
+    # api.server.main turns SIGTERM into a clean exit (status 0) after a graceful shutdown.
+    api.server.main(
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        max_body_mb=max_body_mb,
+        max_batch=max_batch,
+        subscriber_buffer=subscriber_buffer,
+        heartbeat_s=heartbeat_s,
+        history=history,
+    )
 
 
 def _column_spec(spec: str) -> tuple[str, str]:

@@ -86,6 +86,20 @@ def _ceil_positions(
     return pos
 
 
+def _distinct_pending(
+    owners: list[np.ndarray], times: list[np.ndarray], d: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (owner, time) pairs among the parts, sorted."""
+    if not owners:
+        return np.zeros(0, dtype=np.int64), np.zeros((d, 0), dtype=np.int64)
+    po = np.concatenate(owners)
+    pt = np.concatenate(times, axis=1)
+    order = lex_order([po, *pt])
+    po, pt = po[order], pt[:, order]
+    starts = group_starts([po, *pt], po.shape[0])
+    return po[starts], pt[:, starts]
+
+
 def candidate_grid(
     nkeys: int,
     new_owner: np.ndarray,
@@ -197,16 +211,7 @@ def candidate_grid(
         if ok.any():
             p_owner_parts.append(new_owner[ok])
             p_times_parts.append(ceil[:, ok])
-    if p_owner_parts:
-        po = np.concatenate(p_owner_parts)
-        pt = np.concatenate(p_times_parts, axis=1)
-        porder = lex_order([po, *pt])
-        po, pt = po[porder], pt[:, porder]
-        pstarts = group_starts([po, *pt], po.shape[0])
-        po, pt = po[pstarts], pt[:, pstarts]
-    else:
-        po = np.zeros(0, dtype=np.int64)
-        pt = np.zeros((d, 0), dtype=np.int64)
+    po, pt = _distinct_pending(p_owner_parts, p_times_parts, d)
 
     return Grid(c_owner, g_times[:, cand], neighbours, signs, po, pt)
 
@@ -281,15 +286,7 @@ def candidate_line(
             p_owner.append(new_owner[ok])
             outer = v[np.minimum(pos, max(v.shape[0] - 1, 0))][ok]
             p_times.append(outer[None, :] if d == 1 else np.stack([outer, iters[ok]]))
-    if p_owner:
-        po = np.concatenate(p_owner)
-        pt = np.concatenate(p_times, axis=1)
-        porder = lex_order([po, *pt])
-        po, pt = po[porder], pt[:, porder]
-        starts = group_starts([po, *pt], po.shape[0])
-        po, pt = po[starts], pt[:, starts]
-    else:
-        po, pt = np.zeros(0, dtype=np.int64), np.zeros((d, 0), dtype=np.int64)
+    po, pt = _distinct_pending(p_owner, p_times, d)
     return Grid(c_owner, points[:, cand], neighbours, signs, po, pt)
 
 
