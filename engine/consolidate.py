@@ -1,6 +1,6 @@
 """Consolidation: sum the diffs of equal (row, time) updates and drop zeros, by sorting.
 
-Every function here works on whole arrays: a sort (``np.lexsort`` / ``np.argsort``), a
+Every function here works on whole arrays: a sort (packed keys, ``np.lexsort`` or ``np.argsort``), a
 boundary mask between neighbours, and a segmented sum (``np.add.reduceat``). No Python loop
 runs over records.
 """
@@ -10,14 +10,22 @@ from __future__ import annotations
 import numpy as np
 
 from engine.batch import UpdateBatch
+from engine.sort_kernels import PACKED_FROM, packed_order
 
 __all__ = ["consolidate", "group_starts", "lex_order", "segment_sums"]
 
 
 def lex_order(keys: list[np.ndarray]) -> np.ndarray:
-    """Stable permutation sorting rows by ``keys[0]``, then ``keys[1]``, ... (1-D arrays)."""
+    """Stable permutation sorting rows by ``keys[0]``, then ``keys[1]``, ... (1-D arrays).
+
+    From ``PACKED_FROM`` rows, one packed integer sort when the keys fit in 64 bits
+    (:func:`engine.sort_kernels.packed_order`); otherwise ``np.lexsort``."""
     if not keys:
         return np.zeros(0, dtype=np.int64)
+    if keys[0].shape[0] >= PACKED_FROM:
+        order = packed_order(keys)
+        if order is not None:
+            return order
     if len(keys) == 1:
         return np.argsort(keys[0], kind="stable")
     return np.lexsort(keys[::-1])

@@ -12,9 +12,142 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["COMPILED_BELOW", "consolidate_order", "consolidate_rows_order", "key_starts"]
+__all__ = [
+    "COMPILED_BELOW",
+    "PACKED_FROM",
+    "consolidate_hashed",
+    "consolidate_order",
+    "consolidate_rows_order",
+    "lexsort_consolidate",
+    "packed_order",
+    "packed_sort",
+]
 
 COMPILED_BELOW = 4096  # rows: above this numpy's lexsort beats the compiled merge sorts
+PACKED_FROM = 128  # rows: from here one packed np.sort beats the compiled merge sorts
+
+
+@njit(cache=True, nogil=True)
+def _span(col: np.ndarray) -> tuple[int, int]:
+    lo = col[0]
+    hi = col[0]
+    for i in range(1, col.shape[0]):
+        v = col[i]
+        if v < lo:
+            lo = v
+        elif v > hi:
+            hi = v
+    return lo, hi
+
+
+@njit(cache=True, nogil=True)
+def _pack_into(key: np.ndarray, col: np.ndarray, lo: int, drop: int, shift: int) -> None:
+    d = np.uint64(drop)
+    s = np.uint64(shift)
+    for i in range(col.shape[0]):
+        key[i] |= (np.uint64(col[i] - lo) >> d) << s
+
+
+@njit(cache=True, nogil=True)
+def _ascending(col: np.ndarray, key: np.ndarray, mask: np.uint64) -> bool:
+    prev = col[np.int64(key[0] & mask)]
+    for i in range(1, key.shape[0]):
+        v = col[np.int64(key[i] & mask)]
+        if v < prev:
+            return False
+        prev = v
+    return True
+
+
+MIN_LEAD_BITS = 16  # a leading row truncated below this many bits collides too often
+
+
+def packed_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, int, np.ndarray | None] | None:
+    """Rows sorted lexicographically (``rows[0]`` most significant) as one sorted uint64
+    array, or None when they cannot be.
+
+    Each row contributes ``value - min`` in as many bits as its range needs, and the low
+    ``ib`` bits hold the record's index, so one unstable (SIMD) ``np.sort`` of plain
+    integers gives the stable lexicographic order: ``sorted & (2**ib - 1)`` is the
+    permutation and ``sorted >> ib`` changes exactly where the rows change. This is many
+    times faster than ``np.lexsort`` over several columns.
+
+    When the rows need more than 64 bits, the leading row (typically 64-bit key hashes)
+    keeps only its high bits. The order is still exact if the leading row comes out
+    ascending, which is checked (else None); equal high bits then no longer mean equal
+    rows, so the leading row is returned for group boundaries to compare as well.
+    Returns ``(sorted, ib, leading row or None when no bits were dropped)``.
+    """
+    n = rows[0].shape[0]
+    if n == 0:
+        return np.zeros(0, np.uint64), 1, None
+    ib = max(1, (n - 1).bit_length())
+    spans = []
+    total = ib
+    for col in rows:
+        lo, hi = _span(col)
+        bits = (int(hi) - int(lo)).bit_length()
+        total += bits
+        spans.append((int(lo), bits))
+    drop = max(0, total - 64)
+    if drop and spans[0][1] - drop < MIN_LEAD_BITS:
+        return None
+    key = np.arange(n, dtype=np.uint64)
+    shift = ib
+    for j in range(len(rows) - 1, -1, -1):
+        lo, bits = spans[j]
+        cut = drop if j == 0 else 0
+        if bits:
+            _pack_into(key, rows[j], lo, cut, shift)
+            shift += bits - cut
+    key.sort()
+    if not drop:
+        return key, ib, None
+    if not _ascending(rows[0], key, np.uint64((1 << ib) - 1)):
+        return None
+    return key, ib, rows[0]
+
+
+def packed_order(rows: list[np.ndarray]) -> np.ndarray | None:
+    """The stable lexicographic permutation of ``rows`` by :func:`packed_sort`, or None."""
+    packed = packed_sort(rows)
+    if packed is None:
+        return None
+    key, ib, _ = packed
+    key &= np.uint64((1 << ib) - 1)
+    return key.view(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _packed_groups(
+    key: np.ndarray, ib: int, diffs: np.ndarray, lead: np.ndarray, check: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    n = key.shape[0]
+    s = np.uint64(ib)
+    mask = (np.uint64(1) << s) - np.uint64(1)
+    first = np.empty(n, np.int64)
+    sums = np.empty(n, np.int64)
+    g = -1
+    prev = np.uint64(0)
+    prev_row = 0
+    for i in range(n):
+        row = np.int64(key[i] & mask)
+        high = key[i] >> s
+        if i == 0 or high != prev or (check and lead[row] != lead[prev_row]):
+            g += 1
+            first[g] = row
+            sums[g] = diffs[row]
+            prev = high
+        else:
+            sums[g] += diffs[row]
+        prev_row = row
+    m = 0
+    for j in range(g + 1):
+        if sums[j] != 0:
+            first[m] = first[j]
+            sums[m] = sums[j]
+            m += 1
+    return first[:m], sums[:m]
 
 
 @njit(cache=True, nogil=True)
@@ -53,70 +186,92 @@ def consolidate_order(keys: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, 
     return first[:m], sums[:m]
 
 
-@njit(cache=True, nogil=True)
-def key_starts(keys: np.ndarray) -> np.ndarray:
-    """Positions where a sorted ``(r, n)`` key block changes (the first position included)."""
-    r, n = keys.shape
-    out = np.empty(n, np.int64)
-    m = 0
-    for i in range(n):
-        new = i == 0
-        if not new:
-            for k in range(r):
-                if keys[k, i] != keys[k, i - 1]:
-                    new = True
-                    break
-        if new:
-            out[m] = i
-            m += 1
-    return out[:m]
-
-
-def consolidate_rows_order(keys: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`consolidate_order` for any size: compiled for small inputs, numpy above
-    ``COMPILED_BELOW`` rows."""
-    if keys.shape[1] < COMPILED_BELOW:
-        return consolidate_order(np.ascontiguousarray(keys), np.ascontiguousarray(diffs))
-    from engine.consolidate import group_starts, lex_order, segment_sums
-
-    rows = list(keys)
-    order = lex_order(rows)
-    starts = group_starts([r[order] for r in rows], keys.shape[1])
-    sums = segment_sums(diffs[order], starts)
+def lexsort_consolidate(rows: list[np.ndarray], diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The numpy reference for :func:`consolidate_order`: ``np.lexsort``, boundaries, and
+    ``np.add.reduceat``. Used when the rows neither are few nor fit in 64 bits."""
+    n = diffs.shape[0]
+    order = np.lexsort(rows[::-1])
+    starts = np.empty(n, dtype=bool)
+    starts[0] = True
+    change = np.zeros(n - 1, dtype=bool)
+    for r in rows:
+        s = r[order]
+        change |= s[1:] != s[:-1]
+    starts[1:] = change
+    sums = np.add.reduceat(diffs[order], np.flatnonzero(starts))
     first = order[starts]
     keep = sums != 0
     return first[keep], sums[keep]
 
 
+def consolidate_rows_order(
+    rows: list[np.ndarray], diffs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`consolidate_order` for any size, by the fastest path that applies: compiled
+    merge sorts below ``PACKED_FROM`` rows, one packed sort when the rows fit in 64 bits,
+    else numpy's lexsort. All three give the same (first, sums)."""
+    n = diffs.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    diffs = np.ascontiguousarray(diffs)
+    if n < PACKED_FROM:
+        return consolidate_order(np.stack(rows) if rows else np.zeros((0, n), np.int64), diffs)
+    packed = packed_sort(rows) if rows else None
+    if packed is not None:
+        key, ib, lead = packed
+        if lead is None:
+            return _packed_groups(key, ib, diffs, diffs, False)
+        return _packed_groups(key, ib, diffs, np.ascontiguousarray(lead), True)
+    return lexsort_consolidate(rows, diffs)
+
+
+@njit(cache=True, nogil=True)
+def _codes_determine_keys(key: np.ndarray, ib: int, codes: np.ndarray, keys: np.ndarray) -> bool:
+    """True when, in packed order, records with equal codes also have equal keys."""
+    mask = (np.uint64(1) << np.uint64(ib)) - np.uint64(1)
+    prev = np.int64(key[0] & mask)
+    for i in range(1, key.shape[0]):
+        row = np.int64(key[i] & mask)
+        if codes[row] == codes[prev]:
+            for j in range(keys.shape[0]):
+                if keys[j, row] != keys[j, prev]:
+                    return False
+        prev = row
+    return True
+
+
+def consolidate_hashed(
+    codes: np.ndarray, keys: np.ndarray, rest: list[np.ndarray], diffs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`consolidate_rows_order` of ``[codes, *keys, *rest]`` where ``codes`` hash the
+    key columns: sorted without the key columns (fewer bits to pack) when no two keys in
+    the input share a code, which is checked; with them otherwise."""
+    n = diffs.shape[0]
+    if n and n >= PACKED_FROM:
+        packed = packed_sort([codes, *rest])
+        if packed is not None:
+            key, ib, lead = packed
+            if _codes_determine_keys(key, ib, codes, keys):
+                diffs = np.ascontiguousarray(diffs)
+                check = lead is not None
+                return _packed_groups(key, ib, diffs, codes, check)
+    return consolidate_rows_order([codes, *keys, *rest], diffs)
+
+
 @njit(cache=True, nogil=True)
 def trace_arrays(
+    first: np.ndarray,
     codes: np.ndarray,
     keys: np.ndarray,
     vals: np.ndarray,
     times: np.ndarray,
-    diffs: np.ndarray,
     exact: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A trace batch's arrays in one pass: records sorted by (code, key, value, time) and
-    consolidated, then the distinct keys with their offsets. Returns (key codes, keys,
-    offsets, vals, times, diffs). The numpy reference is ``TraceBatch.from_records``'s
-    large-input path."""
-    n = codes.shape[0]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A trace batch's arrays from its consolidated records (``first``: the index of each
+    surviving record, in (code, key, value, time) order) in one pass: the records' values
+    and times, then the distinct keys with their offsets. Returns (key codes, keys,
+    offsets, vals, times)."""
     kk, kv, d = keys.shape[0], vals.shape[0], times.shape[0]
-    sk = np.empty((1 + (0 if exact else kk) + kv + d, n), np.int64)
-    sk[0] = codes
-    r = 1
-    if not exact:
-        for j in range(kk):
-            sk[r] = keys[j]
-            r += 1
-    for j in range(kv):
-        sk[r] = vals[j]
-        r += 1
-    for j in range(d):
-        sk[r] = times[j]
-        r += 1
-    first, sums = consolidate_order(sk, diffs)
     m = first.shape[0]
     o_codes = np.empty(m, np.int64)
     o_keys = np.empty((kk, m), np.int64)
@@ -150,4 +305,4 @@ def trace_arrays(
         u_codes[i] = o_codes[starts[i]]
         for j in range(kk):
             u_keys[j, i] = o_keys[j, starts[i]]
-    return u_codes, u_keys, starts[: u + 1].copy(), o_vals, o_times, sums
+    return u_codes, u_keys, starts[: u + 1].copy(), o_vals, o_times

@@ -81,8 +81,7 @@ def consolidate_rows(group: np.ndarray, vals: np.ndarray, counts: np.ndarray) ->
     """Sort by (group, vals), sum equal rows, drop zeros."""
     if group.shape[0] == 0:
         return group, vals, counts
-    keys = np.concatenate([group[None, :], vals]) if vals.shape[0] else group[None, :]
-    first, sums = consolidate_rows_order(np.ascontiguousarray(keys), np.ascontiguousarray(counts))
+    first, sums = consolidate_rows_order([group, *vals], counts)
     return group[first], np.take(vals, first, axis=1), sums
 
 

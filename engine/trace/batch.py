@@ -16,7 +16,7 @@ import numpy as np
 from engine.batch import UpdateBatch
 from engine.hashing import key_codes
 from engine.lattice import Antichain, advance_by
-from engine.sort_kernels import COMPILED_BELOW, consolidate_rows_order, key_starts, trace_arrays
+from engine.sort_kernels import consolidate_hashed, consolidate_rows_order, trace_arrays
 from engine.trace.layout import Layout
 
 __all__ = ["TraceBatch"]
@@ -70,27 +70,19 @@ class TraceBatch:
             return cls.empty(layout, times.shape[0])
         if since is not None:
             times = advance_by(times, since)
-        if n < COMPILED_BELOW:
-            arrays = trace_arrays(
-                np.ascontiguousarray(codes),
-                np.ascontiguousarray(keys),
-                np.ascontiguousarray(vals),
-                np.ascontiguousarray(times),
-                np.ascontiguousarray(diffs),
-                layout.exact_codes,
-            )
-            return cls(*arrays)
-        rows = [codes[None, :]] if layout.exact_codes else [codes[None, :], keys]
-        sort_keys = np.concatenate([*rows, vals, times])
-        first, diffs = consolidate_rows_order(sort_keys, np.ascontiguousarray(diffs))
-        codes = codes[first]
-        keys = np.take(keys, first, axis=1)
-        vals = np.take(vals, first, axis=1)
-        times = np.take(times, first, axis=1)
-        kblock = codes[None, :] if layout.exact_codes else np.concatenate([codes[None, :], keys])
-        kpos = key_starts(kblock)
-        offsets = np.append(kpos, diffs.shape[0]).astype(np.int64)
-        return cls(codes[kpos], np.take(keys, kpos, axis=1), offsets, vals, times, diffs)
+        if layout.exact_codes:
+            first, sums = consolidate_rows_order([codes, *vals, *times], diffs)
+        else:
+            first, sums = consolidate_hashed(codes, keys, [*vals, *times], diffs)
+        arrays = trace_arrays(
+            first,
+            np.ascontiguousarray(codes),
+            np.ascontiguousarray(keys),
+            np.ascontiguousarray(vals),
+            np.ascontiguousarray(times),
+            layout.exact_codes,
+        )
+        return cls(*arrays, sums)
 
     @classmethod
     def merge(cls, layout: Layout, parts: list[TraceBatch], since: Antichain | None) -> TraceBatch:

@@ -11,13 +11,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine import sort_kernels
 from engine.batch import UpdateBatch
 from engine.consolidate import consolidate
 from engine.lattice import Antichain
 from engine.operators.join import join_pairs
 from engine.operators.reduce_times import Grid, candidate_grid, candidate_line, compiled_line
 from engine.progress import round_frontier
-from engine.sort_kernels import consolidate_order
+from engine.sort_kernels import consolidate_order, consolidate_rows_order, lexsort_consolidate
 from engine.trace import Layout, Spine, TraceBatch
 from engine.trace.seek import pair_batches
 
@@ -92,17 +93,77 @@ rows = st.lists(
 )
 
 
-@given(rows)
-def test_compiled_consolidation_matches_numpy(rs: list) -> None:
-    a = np.asarray(rs, dtype=np.int64).reshape(-1, 4).T
+@given(rows, st.sampled_from([0, 1, 1 << 20, 1 << 62]))
+def test_every_consolidation_path_matches_numpy(rs: list, scale: int) -> None:
+    """Compiled merge sorts, the packed sort (when the scaled rows fit in 64 bits) and
+    numpy's lexsort all give what ``consolidate`` gives."""
+    a = np.asarray(rs, dtype=np.int64).reshape(-1, 4).T.copy()
+    a[:2] *= scale or 1
+    a[0] -= scale  # negative values too
     b = UpdateBatch.build(a[:2], a[2:3], a[3])
-    first, sums = consolidate_order(
-        np.ascontiguousarray(np.concatenate([b.data, b.times])), b.diffs
-    )
     ref = consolidate(b)
-    got = UpdateBatch(np.take(b.data, first, axis=1), np.take(b.times, first, axis=1), sums)
-    assert np.array_equal(got.data, ref.data) and np.array_equal(got.times, ref.times)
-    assert np.array_equal(got.diffs, ref.diffs)
+    rows = [*b.data, *b.times]
+    results = [consolidate_order(np.ascontiguousarray(np.stack(rows)), b.diffs)]
+    if rs:
+        results.append(lexsort_consolidate(rows, b.diffs))
+    saved = sort_kernels.PACKED_FROM
+    sort_kernels.PACKED_FROM = 0  # the packed path, or lexsort when it does not fit
+    try:
+        results.append(consolidate_rows_order(rows, b.diffs))
+    finally:
+        sort_kernels.PACKED_FROM = saved
+    for first, sums in results:
+        got = UpdateBatch(np.take(b.data, first, axis=1), np.take(b.times, first, axis=1), sums)
+        assert np.array_equal(got.data, ref.data) and np.array_equal(got.times, ref.times)
+        assert np.array_equal(got.diffs, ref.diffs)
+
+
+lead_values = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 7).map(lambda k: 12_345_678 + k),  # equal high bits when truncated
+)
+
+
+@given(
+    st.lists(
+        st.tuples(lead_values, st.integers(0, 3), st.integers(-5, 5)), min_size=1, max_size=60
+    ),
+    st.booleans(),
+)
+def test_packed_order_is_the_stable_lexicographic_order(rs: list, narrow: bool) -> None:
+    """Exact whenever the rows fit in 64 bits; beyond that (the leading row truncated)
+    either the exact order or None, never a wrong order."""
+    a = np.asarray(rs, dtype=np.int64).T.copy()
+    if narrow:
+        a[0] %= 1000
+    keys = list(a)
+    got = sort_kernels.packed_order(keys)
+    fits = sum((int(k.max()) - int(k.min())).bit_length() for k in keys)
+    fits += max(1, (len(rs) - 1).bit_length())
+    if fits <= 64:
+        assert got is not None
+    if got is not None:
+        assert np.array_equal(got, np.lexsort(keys[::-1]))
+
+
+@given(rows, st.integers(1, 4))
+def test_hashed_consolidation_survives_colliding_codes(rs: list, buckets: int) -> None:
+    """Sorting by code without the key columns is only taken when no two keys share a
+    code; made-up codes with collisions must still consolidate by the full key."""
+    a = np.asarray(rs, dtype=np.int64).reshape(-1, 4).T.copy()
+    keys, rest, diffs = a[:2], [a[2]], a[3]
+    codes = (keys[0] * 7 + keys[1]) % buckets
+    expected = lexsort_consolidate([codes, *keys, *rest], diffs) if rs else None
+    saved = sort_kernels.PACKED_FROM
+    sort_kernels.PACKED_FROM = 0
+    try:
+        got = sort_kernels.consolidate_hashed(codes, keys, rest, diffs)
+    finally:
+        sort_kernels.PACKED_FROM = saved
+    if expected is None:
+        assert got[0].shape[0] == 0
+    else:
+        assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
 
 
 @given(rows, rows, st.booleans())
@@ -182,18 +243,16 @@ def test_compiled_set_reduce_equals_the_general_kernel(ups: list, k: int) -> Non
 
 
 @given(rows, st.booleans())
-def test_compiled_trace_batch_matches_numpy(rs: list, two_col_keys: bool) -> None:
-    from engine.trace import batch as trace_batch
-
+def test_trace_batch_is_the_same_by_every_sort(rs: list, two_col_keys: bool) -> None:
     layout = Layout.by_key(2, [0, 1]) if two_col_keys else Layout.by_key(2, [0])
     a = np.asarray(rs, dtype=np.int64).reshape(-1, 4).T
     b = UpdateBatch.build(a[:2], a[2:3], a[3])
     compiled = TraceBatch.from_updates(layout, b)
-    saved = trace_batch.COMPILED_BELOW
-    trace_batch.COMPILED_BELOW = 0  # force the numpy path
+    saved = sort_kernels.PACKED_FROM
+    sort_kernels.PACKED_FROM = 0  # the packed sort (multi-column codes: lexsort)
     try:
-        reference = TraceBatch.from_updates(layout, b)
+        packed = TraceBatch.from_updates(layout, b)
     finally:
-        trace_batch.COMPILED_BELOW = saved
+        sort_kernels.PACKED_FROM = saved
     for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
-        assert np.array_equal(getattr(compiled, name), getattr(reference, name)), name
+        assert np.array_equal(getattr(compiled, name), getattr(packed, name)), name
