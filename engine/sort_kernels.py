@@ -129,7 +129,7 @@ def _packed_groups(
     sums = np.empty(n, np.int64)
     g = -1
     prev = np.uint64(0)
-    prev_row = 0
+    prev_row = np.int64(0)
     for i in range(n):
         row = np.int64(key[i] & mask)
         high = key[i] >> s
