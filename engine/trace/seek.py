@@ -16,15 +16,46 @@ __all__ = ["gather_batch", "pair_batches"]
 
 
 @njit(cache=True, nogil=True)
-def _find(
-    code: int, q_keys: np.ndarray, qi: int, codes: np.ndarray, keys: np.ndarray, exact: bool
-) -> int:
-    """Index of the key equal to query ``qi`` in a batch, or -1."""
+def _lower_bound(codes: np.ndarray, code: int, base: int) -> int:
+    """First position ``>= base`` whose code is ``>= code``, given every code before
+    ``base`` is smaller: a galloping search from ``base``. Queries in ascending order each
+    start from the previous answer, so their searches stay short and touch nearby memory
+    instead of walking a binary search down from the whole array's middle."""
     m = codes.shape[0]
-    lo = np.searchsorted(codes, code)
+    if base >= m or codes[base] >= code:
+        return base
+    lo = base  # codes[lo] < code
+    step = 1
+    while lo + step < m and codes[lo + step] < code:
+        lo += step
+        step *= 2
+    hi = min(lo + step, m)  # codes[hi] >= code, or hi == m
+    lo += 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if codes[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _find(
+    lo: int,
+    code: int,
+    q_keys: np.ndarray,
+    qi: int,
+    codes: np.ndarray,
+    keys: np.ndarray,
+    exact: bool,
+) -> int:
+    """Index of the key equal to query ``qi`` in a batch, or -1; ``lo`` is the lower bound
+    of ``code`` in ``codes``."""
+    m = codes.shape[0]
     if exact:
         if lo < m and codes[lo] == code:
-            return int(lo)
+            return lo
         return -1
     j = lo
     while j < m and codes[j] == code:
@@ -34,9 +65,27 @@ def _find(
                 same = False
                 break
         if same:
-            return int(j)
+            return j
         j += 1
     return -1
+
+
+@njit(cache=True, nogil=True)
+def _find_all(
+    q_codes: np.ndarray, q_keys: np.ndarray, codes: np.ndarray, keys: np.ndarray, exact: bool
+) -> np.ndarray:
+    """For each query, the index of its key in the batch or -1. Queries may come in any
+    order; runs of ascending codes (the usual case: queries are sorted keys) gallop."""
+    nq = q_codes.shape[0]
+    hit = np.empty(nq, np.int64)
+    base = 0
+    for i in range(nq):
+        code = q_codes[i]
+        if i > 0 and code < q_codes[i - 1]:
+            base = 0
+        base = _lower_bound(codes, code, base)
+        hit[i] = _find(base, code, q_keys, i, codes, keys, exact)
+    return hit
 
 
 @njit(cache=True, nogil=True)
@@ -53,11 +102,10 @@ def gather_batch(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every record of every query key found in the batch: (owner, vals, times, diffs)."""
     nq = q_codes.shape[0]
-    hit = np.empty(nq, np.int64)
+    hit = _find_all(q_codes, q_keys, codes, keys, exact)
     n = 0
     for i in range(nq):
-        j = _find(q_codes[i], q_keys, i, codes, keys, exact)
-        hit[i] = j
+        j = hit[i]
         if j >= 0:
             n += offsets[j + 1] - offsets[j]
     owner = np.empty(n, np.int64)
@@ -92,11 +140,10 @@ def pair_batches(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Record pairs with equal keys: (a record, a key, b record, b key)."""
     na = a_codes.shape[0]
-    hit = np.empty(na, np.int64)
+    hit = _find_all(a_codes, a_keys, b_codes, b_keys, exact)
     n = 0
     for i in range(na):
-        j = _find(a_codes[i], a_keys, i, b_codes, b_keys, exact)
-        hit[i] = j
+        j = hit[i]
         if j >= 0:
             n += (a_offsets[i + 1] - a_offsets[i]) * (b_offsets[j + 1] - b_offsets[j])
     ai = np.empty(n, np.int64)
