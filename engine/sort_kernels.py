@@ -21,6 +21,7 @@ __all__ = [
     "lexsort_consolidate",
     "packed_order",
     "packed_sort",
+    "sort_rows",
 ]
 
 COMPILED_BELOW = 4096  # rows: above this numpy's lexsort beats the compiled merge sorts
@@ -59,10 +60,9 @@ def _ascending(col: np.ndarray, key: np.ndarray, mask: np.uint64) -> bool:
     return True
 
 
-MIN_LEAD_BITS = 16  # a leading row truncated below this many bits collides too often
-
-
-def packed_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, int, np.ndarray | None] | None:
+def packed_sort(
+    rows: list[np.ndarray], truncate: bool = True
+) -> tuple[np.ndarray, int, np.ndarray | None] | None:
     """Rows sorted lexicographically (``rows[0]`` most significant) as one sorted uint64
     array, or None when they cannot be.
 
@@ -90,7 +90,9 @@ def packed_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, int, np.ndarray | N
         total += bits
         spans.append((int(lo), bits))
     drop = max(0, total - 64)
-    if drop and spans[0][1] - drop < MIN_LEAD_BITS:
+    # n distinct leading values share truncated bits (and likely fail the check) unless
+    # about 2 log2(n) bits remain: do not try then
+    if drop and (not truncate or spans[0][1] - drop < 2 * ib + 4):
         return None
     key = np.arange(n, dtype=np.uint64)
     shift = ib
@@ -108,39 +110,63 @@ def packed_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, int, np.ndarray | N
     return key, ib, rows[0]
 
 
-def packed_order(rows: list[np.ndarray]) -> np.ndarray | None:
-    """The stable lexicographic permutation of ``rows`` by :func:`packed_sort`, or None."""
+def _split_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Rows too wide for one packed key: the rows after the first packed (one fast sort),
+    then a stable sort by the first row (an LSD sort in two passes, still several times
+    faster than ``np.lexsort``). Returns (order, packed rest, first row), all in sorted
+    order, or None when even the rest does not fit."""
+    n = rows[0].shape[0]
+    if len(rows) > 1:
+        packed = packed_sort(rows[1:], truncate=False)
+        if packed is None:
+            return None
+        key, ib, _ = packed
+        p = (key & np.uint64((1 << ib) - 1)).view(np.int64)
+        lead = rows[0][p]
+        q = np.argsort(lead, kind="stable")
+        return p[q], (key >> np.uint64(ib))[q], lead[q]
+    order = np.argsort(rows[0], kind="stable")
+    return order, np.zeros(n, np.uint64), rows[0][order]
+
+
+def sort_rows(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """The stable lexicographic order of ``rows`` (``rows[0]`` most significant) by packed
+    integer sorts: ``(order, high, lead)`` where ``order`` is the permutation and two
+    neighbours in sorted order are equal rows exactly when their ``high`` values are equal
+    and (when ``lead`` is not None) their ``lead`` values too. None when not even the
+    rows after the first fit in 64 bits (then only ``np.lexsort`` will do)."""
     packed = packed_sort(rows)
-    if packed is None:
-        return None
-    key, ib, _ = packed
-    key &= np.uint64((1 << ib) - 1)
-    return key.view(np.int64)
+    if packed is not None:
+        key, ib, lead = packed
+        order = (key & np.uint64((1 << ib) - 1)).view(np.int64)
+        return order, key >> np.uint64(ib), None if lead is None else lead[order]
+    return _split_sort(rows)
+
+
+def packed_order(rows: list[np.ndarray]) -> np.ndarray | None:
+    """The stable lexicographic permutation of ``rows`` by :func:`sort_rows`, or None."""
+    sorted_ = sort_rows(rows)
+    return None if sorted_ is None else sorted_[0]
 
 
 @njit(cache=True, nogil=True)
-def _packed_groups(
-    key: np.ndarray, ib: int, diffs: np.ndarray, lead: np.ndarray, check: bool
+def _sorted_groups(
+    order: np.ndarray, high: np.ndarray, lead: np.ndarray, check: bool, diffs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    n = key.shape[0]
-    s = np.uint64(ib)
-    mask = (np.uint64(1) << s) - np.uint64(1)
+    """(first record, summed diff) of each group of equal rows in sorted order (see
+    :func:`sort_rows`), zero sums dropped."""
+    n = order.shape[0]
     first = np.empty(n, np.int64)
     sums = np.empty(n, np.int64)
     g = -1
-    prev = np.uint64(0)
-    prev_row = np.int64(0)
     for i in range(n):
-        row = np.int64(key[i] & mask)
-        high = key[i] >> s
-        if i == 0 or high != prev or (check and lead[row] != lead[prev_row]):
+        row = order[i]
+        if i == 0 or high[i] != high[i - 1] or (check and lead[i] != lead[i - 1]):
             g += 1
             first[g] = row
             sums[g] = diffs[row]
-            prev = high
         else:
             sums[g] += diffs[row]
-        prev_row = row
     m = 0
     for j in range(g + 1):
         if sums[j] != 0:
@@ -148,6 +174,15 @@ def _packed_groups(
             sums[m] = sums[j]
             m += 1
     return first[:m], sums[:m]
+
+
+def _groups(
+    sorted_: tuple[np.ndarray, np.ndarray, np.ndarray | None], diffs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    order, high, lead = sorted_
+    if lead is None:
+        return _sorted_groups(order, high, high, False, diffs)
+    return _sorted_groups(order, high, np.ascontiguousarray(lead), True, diffs)
 
 
 @njit(cache=True, nogil=True)
@@ -208,35 +243,29 @@ def consolidate_rows_order(
     rows: list[np.ndarray], diffs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`consolidate_order` for any size, by the fastest path that applies: compiled
-    merge sorts below ``PACKED_FROM`` rows, one packed sort when the rows fit in 64 bits,
-    else numpy's lexsort. All three give the same (first, sums)."""
+    merge sorts below ``PACKED_FROM`` rows, packed integer sorts (:func:`sort_rows`) when
+    the rows allow, else numpy's lexsort. All give the same (first, sums)."""
     n = diffs.shape[0]
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     diffs = np.ascontiguousarray(diffs)
     if n < PACKED_FROM:
         return consolidate_order(np.stack(rows) if rows else np.zeros((0, n), np.int64), diffs)
-    packed = packed_sort(rows) if rows else None
-    if packed is not None:
-        key, ib, lead = packed
-        if lead is None:
-            return _packed_groups(key, ib, diffs, diffs, False)
-        return _packed_groups(key, ib, diffs, np.ascontiguousarray(lead), True)
+    sorted_ = sort_rows(rows) if rows else None
+    if sorted_ is not None:
+        return _groups(sorted_, diffs)
     return lexsort_consolidate(rows, diffs)
 
 
 @njit(cache=True, nogil=True)
-def _codes_determine_keys(key: np.ndarray, ib: int, codes: np.ndarray, keys: np.ndarray) -> bool:
-    """True when, in packed order, records with equal codes also have equal keys."""
-    mask = (np.uint64(1) << np.uint64(ib)) - np.uint64(1)
-    prev = np.int64(key[0] & mask)
-    for i in range(1, key.shape[0]):
-        row = np.int64(key[i] & mask)
+def _codes_determine_keys(order: np.ndarray, codes: np.ndarray, keys: np.ndarray) -> bool:
+    """True when, in sorted order, records with equal codes also have equal keys."""
+    for i in range(1, order.shape[0]):
+        row, prev = order[i], order[i - 1]
         if codes[row] == codes[prev]:
             for j in range(keys.shape[0]):
                 if keys[j, row] != keys[j, prev]:
                     return False
-        prev = row
     return True
 
 
@@ -248,13 +277,9 @@ def consolidate_hashed(
     the input share a code, which is checked; with them otherwise."""
     n = diffs.shape[0]
     if n and n >= PACKED_FROM:
-        packed = packed_sort([codes, *rest])
-        if packed is not None:
-            key, ib, lead = packed
-            if _codes_determine_keys(key, ib, codes, keys):
-                diffs = np.ascontiguousarray(diffs)
-                check = lead is not None
-                return _packed_groups(key, ib, diffs, codes, check)
+        sorted_ = sort_rows([codes, *rest])
+        if sorted_ is not None and _codes_determine_keys(sorted_[0], codes, keys):
+            return _groups(sorted_, np.ascontiguousarray(diffs))
     return consolidate_rows_order([codes, *keys, *rest], diffs)
 
 

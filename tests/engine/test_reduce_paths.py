@@ -93,12 +93,12 @@ rows = st.lists(
 )
 
 
-@given(rows, st.sampled_from([0, 1, 1 << 20, 1 << 62]))
-def test_every_consolidation_path_matches_numpy(rs: list, scale: int) -> None:
-    """Compiled merge sorts, the packed sort (when the scaled rows fit in 64 bits) and
-    numpy's lexsort all give what ``consolidate`` gives."""
+@given(rows, st.sampled_from([0, 1, 1 << 20, 1 << 62]), st.booleans())
+def test_every_consolidation_path_matches_numpy(rs: list, scale: int, both: bool) -> None:
+    """Compiled merge sorts, packed sorts (one key; a truncated leading row; the leading
+    row sorted apart) and numpy's lexsort all give what ``consolidate`` gives."""
     a = np.asarray(rs, dtype=np.int64).reshape(-1, 4).T.copy()
-    a[:2] *= scale or 1
+    a[: 2 if both else 1] *= scale or 1
     a[0] -= scale  # negative values too
     b = UpdateBatch.build(a[:2], a[2:3], a[3])
     ref = consolidate(b)
@@ -106,6 +106,9 @@ def test_every_consolidation_path_matches_numpy(rs: list, scale: int) -> None:
     results = [consolidate_order(np.ascontiguousarray(np.stack(rows)), b.diffs)]
     if rs:
         results.append(lexsort_consolidate(rows, b.diffs))
+        split = sort_kernels._split_sort(rows)  # the two-pass sort, whether needed or not
+        if split is not None:
+            results.append(sort_kernels._groups(split, b.diffs))
     saved = sort_kernels.PACKED_FROM
     sort_kernels.PACKED_FROM = 0  # the packed path, or lexsort when it does not fit
     try:
