@@ -81,6 +81,8 @@ def packed_sort(
     n = rows[0].shape[0]
     if n == 0:
         return np.zeros(0, np.uint64), 1, None
+    if any(col.dtype != np.int64 for col in rows):
+        return None  # value - min in 64 bits is only defined here for int64
     ib = max(1, (n - 1).bit_length())
     spans = []
     total = ib
@@ -116,6 +118,8 @@ def _split_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndar
     faster than ``np.lexsort``). Returns (order, packed rest, first row), all in sorted
     order, or None when even the rest does not fit."""
     n = rows[0].shape[0]
+    if rows[0].dtype != np.int64:
+        return None
     if len(rows) > 1:
         packed = packed_sort(rows[1:], truncate=False)
         if packed is None:

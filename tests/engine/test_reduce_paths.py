@@ -149,6 +149,19 @@ def test_packed_order_is_the_stable_lexicographic_order(rs: list, narrow: bool) 
         assert np.array_equal(got, np.lexsort(keys[::-1]))
 
 
+@given(
+    st.lists(st.tuples(st.floats(allow_nan=False), st.integers(0, 3)), min_size=128, max_size=300)
+)
+def test_lex_order_of_other_dtypes_is_numpys(rs: list) -> None:
+    """Packing is for int64 rows only: floats (and other dtypes) sort as numpy sorts them."""
+    from engine.consolidate import lex_order
+
+    floats = np.asarray([r[0] for r in rs], dtype=np.float64)
+    ints = np.asarray([r[1] for r in rs], dtype=np.int64)
+    assert np.array_equal(lex_order([floats, ints]), np.lexsort([ints, floats]))
+    assert np.array_equal(lex_order([ints, floats]), np.lexsort([floats, ints]))
+
+
 @given(rows, st.integers(1, 4))
 def test_hashed_consolidation_survives_colliding_codes(rs: list, buckets: int) -> None:
     """Sorting by code without the key columns is only taken when no two keys share a
