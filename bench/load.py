@@ -2,7 +2,7 @@
 the same file through a real server's ``POST /v1/tables/{t}/loads``.
 
     python -m bench.load --rows 10000000 [--workdir DIR] [--chunk-rows 65536]
-    python -m bench.load --server --rows 10000000
+    python -m bench.load --server --rows 10000000 [--report SECTION]
 
 Generates (once, cached in ``--workdir``) a parquet file of ``(a int, b int, x float, s string)``
 rows, then measures, each in a fresh process so that peak RSS belongs to one path only:
@@ -247,6 +247,8 @@ def _start_server(data_dir: Path, chunk_rows: int) -> tuple[subprocess.Popen[str
     match = re.search(r"(http://\S+)", proc.stdout.readline())
     if match is None:
         proc.kill()
+        proc.wait()
+        proc.stdout.close()
         raise RuntimeError("the server did not start")
     return proc, match.group(1)
 
@@ -311,6 +313,8 @@ def run_server(path: Path, workdir: Path, chunk_rows: int, repeat: int = 2) -> d
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
     growth_kib = None if peak_kib is None or baseline_kib is None else peak_kib - baseline_kib
     best = min(runs, key=lambda run: run["seconds"])
     return {
@@ -348,6 +352,56 @@ def _phase(phase: str, args: argparse.Namespace) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def report_rows(results: dict[str, Any]) -> list[Any]:
+    """The figures of a run next to pyarrow's: rate, time, peak memory (and its growth)."""
+    from bench.report import Row
+
+    base = results["pyarrow"]
+    path = results.get("server") or results["spark"]
+    return [
+        Row("rows per second", path["rows_per_s"], base["rows_per_s"], True, "rows/s"),
+        Row(f"time for {results['rows']:,} rows", path["seconds"], base["seconds"], False, "s"),
+        Row("first (cold) run", path["first_run_s"], base["first_run_s"], False, "s"),
+        Row("peak RSS", path["peak_rss_mb"], base["peak_rss_mb"], False, "MB"),
+        Row("RSS growth while loading", path["rss_growth_mb"], base["rss_growth_mb"], False, "MB"),
+    ]
+
+
+def write_report(
+    section: str, results: dict[str, Any], command: str, path: Path | None = None
+) -> Path:
+    """Write SECTION of BENCHMARKS.md for ``results`` (the JSON the command prints)."""
+    from bench import report
+
+    server = "server" in results
+    run = results.get("server") or results["spark"]
+    what = (
+        "through a real server (`POST /v1/tables/{t}/loads`, polled until `done`; the table "
+        "holds every row in its arrangement at the end, which the server's peak RSS includes)"
+        if server
+        else "through `service.spark` in one process (Spark -> Arrow -> numpy chunks)"
+    )
+    extra = ""
+    if server:
+        extra = (
+            f" Server: the job's own rate {run['job_rows_per_s']:,} rows/s; reading took "
+            f"{run['read_s']} s and the one write of all rows {run['write_s']} s; the JVM "
+            f"peaked at {run['jvm_peak_rss_mb']} MB; growth per row "
+            f"{run['rss_growth_bytes_per_row']} bytes."
+        )
+    text = (
+        f"An initial load of {results['rows']:,} rows of (int, int, float, string) "
+        f"({results['distinct_strings']:,} distinct strings; parquet, {results['file_mb']} MB; "
+        f"chunks of {results['chunk_rows']:,} rows) {what}. Baseline: reading the same file "
+        "with pyarrow alone into the same numpy chunks with strings interned (the limit on "
+        "this machine). Best of the runs; peak RSS is the measured process's `VmHWM`." + extra
+    )
+    name = "server load" if server else "spark load"
+    table = report.render_table(report_rows(results), name=name, baseline="pyarrow")
+    body = report.render_section(section, table, command, None, text)
+    return report.write_section(section, body, path)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.load", description=__doc__.split("\n")[0]
@@ -364,6 +418,8 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="measure a load through a real server (POST /v1/tables/{t}/loads) next to pyarrow",
     )
+    parser.add_argument("--report", metavar="SECTION", help="write SECTION of BENCHMARKS.md")
+    parser.add_argument("--report-file", type=Path, help="default: BENCHMARKS.md")
     parser.add_argument("--phase", choices=["pyarrow", "spark"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     path = dataset_path(args.workdir, args.rows, args.distinct)
@@ -393,6 +449,13 @@ def main(argv: list[str] | None = None) -> None:
         results["spark_vs_pyarrow"] = round(
             results["spark"]["rows_per_s"] / results["pyarrow"]["rows_per_s"], 3
         )
+    if args.report:
+        from bench.report import shell_join
+
+        argv_ = sys.argv[1:] if argv is None else argv
+        command = shell_join(["python", "-m", "bench.load", *argv_])
+        written = write_report(args.report, results, command, args.report_file)
+        print(f"wrote section {args.report!r} of {written}", file=sys.stderr)
     print(json.dumps(results))
 
 

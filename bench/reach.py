@@ -346,8 +346,11 @@ def run(
     verify: bool = False,
     verify_each: bool = False,
     progress: bool = True,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
-    """Run the closed loop and return the figures (the JSON object of the CLI)."""
+    """Run the closed loop and return the figures (the JSON object of the CLI). With
+    ``profile``, pyinstrument samples the update phase (not the load) and its call tree goes
+    to that file; the profiler slows the run, so its figures are not for reporting."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
     verify = verify or verify_each
@@ -386,6 +389,12 @@ def run(
     done = 0
     elapsed = 0.0
     last_log = time.perf_counter()
+    profiler = None
+    if profile is not None:
+        from pyinstrument import Profiler
+
+        profiler = Profiler(interval=0.001)
+        profiler.start()
     while done < updates:
         k1 = min(done + batch, updates)
         w.update_edges(done, k1)  # generate outside the timed region (cached)
@@ -417,6 +426,10 @@ def run(
                 f"{done}/{updates} updates, {done / elapsed:.1f} updates/s, last {recent.size} "
                 f"batches p50 {_ms(recent, 50)} ms p99 {_ms(recent, 99)} ms"
             )
+    if profiler is not None and profile is not None:
+        profiler.stop()
+        profile.write_text(profiler.output_text(unicode=True))
+        log(f"profile of the update phase written to {profile}")
     if verify and not verify_each:
         verified = check(done)
     lat = latencies[:nb]
@@ -469,6 +482,12 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="file to write the report section to (default: BENCHMARKS.md at the repo root)",
+    )
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="write a pyinstrument call tree of the update phase to FILE (slows the run)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -523,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         verify=a.verify,
         verify_each=a.verify_each,
         progress=not a.quiet,
+        profile=a.profile,
     )
     print(json.dumps(result))
     return 0 if result["verified"] is not False else 1

@@ -158,3 +158,12 @@ def test_checkpoints_summarise_recent_batches() -> None:
     cp = r["checkpoints"]["1000"]
     assert set(cp) == {"p50", "p99", "state_bytes"} and cp["state_bytes"] > 0
     assert cp["p50"] <= cp["p99"] <= r["latency_ms"]["max"]
+
+
+def test_profile_covers_the_update_phase_only(tmp_path: Path) -> None:
+    out = tmp_path / "profile.txt"
+    r = run("difflow", N, M, U, 3, seed=2, progress=False, profile=out)
+    assert r["updates"] == U
+    tree = out.read_text()
+    assert "DifflowReach.apply" in tree and "Graph.step" in tree
+    assert "DifflowReach.load" not in tree
