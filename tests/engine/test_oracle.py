@@ -7,13 +7,16 @@ Traces compact as frontiers advance (every reader follows its frontier)."""
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Antichain, Graph, col
+from engine import Antichain, Graph, col, sort_kernels
 from tests.engine.reference import Tree, build, evaluate, trees
 
 SETTINGS = settings()
@@ -64,6 +67,10 @@ def _setup(tree: Tree, dims: int):
 @SETTINGS
 @given(trees(), steps_1d)
 def test_oracle_one_dimensional_times(tree: Tree, steps: list) -> None:
+    _check_1d(tree, steps)
+
+
+def _check_1d(tree: Tree, steps: list) -> None:
     g, handles, cap = _setup(tree, 1)
     frontier, sent, captured = 0, [], []
     for advance, ups in steps:
@@ -106,6 +113,10 @@ steps_2d = st.lists(
 @SETTINGS
 @given(trees(max_depth=2), steps_2d)
 def test_oracle_two_dimensional_times(tree: Tree, steps: list) -> None:
+    _check_2d(tree, steps)
+
+
+def _check_2d(tree: Tree, steps: list) -> None:
     g, handles, cap = _setup(tree, 2)
     frontier = Antichain.minimum(2)
     sent, captured = [], []
@@ -117,7 +128,7 @@ def test_oracle_two_dimensional_times(tree: Tree, steps: list) -> None:
                 continue
             handles[name].send_rows([(x, y)], list(t), d)
             sent.append((name, x, y, t, d))
-        proposal = frontier.meet(Antichain(targets)) if False else Antichain(targets)
+        proposal = Antichain(targets)
         if frontier.precedes(proposal):
             frontier = proposal
             for h in handles.values():
@@ -131,6 +142,30 @@ def test_oracle_two_dimensional_times(tree: Tree, steps: list) -> None:
             expect = evaluate(tree, _accumulate(sent, le))
             got = _output_at(captured, le)
             assert got == expect, f"time {t}: {tree}"
+
+
+consolidate_module = importlib.import_module("engine.consolidate")  # the package exports
+# a function of the same name
+
+
+@contextmanager
+def _every_sort_packed() -> Iterator[None]:
+    """Packed-key sorts for every size (normally only from ``PACKED_FROM`` rows, which the
+    small streams of these tests rarely reach)."""
+    saved = sort_kernels.PACKED_FROM
+    sort_kernels.PACKED_FROM = consolidate_module.PACKED_FROM = 0
+    try:
+        yield
+    finally:
+        sort_kernels.PACKED_FROM = consolidate_module.PACKED_FROM = saved
+
+
+@SETTINGS
+@given(trees(max_depth=2), steps_1d, steps_2d)
+def test_oracle_with_every_sort_packed(tree: Tree, steps1: list, steps2: list) -> None:
+    with _every_sort_packed():
+        _check_1d(tree, steps1)
+        _check_2d(tree, steps2)
 
 
 @SETTINGS
