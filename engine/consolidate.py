@@ -1,16 +1,16 @@
 """Consolidation: sum the diffs of equal (row, time) updates and drop zeros, by sorting.
 
-Every function here works on whole arrays: a sort (packed keys, ``np.lexsort`` or ``np.argsort``), a
-boundary mask between neighbours, and a segmented sum (``np.add.reduceat``). No Python loop
-runs over records.
+Every function here works on whole arrays: a sort (packed integer keys, ``np.lexsort`` or
+``np.argsort``), a boundary mask between neighbours, and a segmented sum
+(``np.add.reduceat``). No Python loop runs over records.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from engine import sort_kernels
 from engine.batch import UpdateBatch
-from engine.sort_kernels import PACKED_FROM, packed_order
 
 __all__ = ["consolidate", "group_starts", "lex_order", "segment_sums"]
 
@@ -22,8 +22,8 @@ def lex_order(keys: list[np.ndarray]) -> np.ndarray:
     (:func:`engine.sort_kernels.packed_order`); otherwise ``np.lexsort``."""
     if not keys:
         return np.zeros(0, dtype=np.int64)
-    if keys[0].shape[0] >= PACKED_FROM:
-        order = packed_order(keys)
+    if keys[0].shape[0] >= sort_kernels.PACKED_FROM:
+        order = sort_kernels.packed_order(keys)
         if order is not None:
             return order
     if len(keys) == 1:

@@ -1,10 +1,13 @@
-"""Compiled sorting and consolidation: one call instead of a dozen numpy calls per batch.
+"""Compiled and packed sorting: the sorts and consolidations under every batch and trace.
 
-``consolidate_order(keys, diffs)`` sorts rows by the rows of ``keys`` (first row most
-significant; a stable lexicographic sort done as successive stable merge sorts), sums the
-diffs of equal rows and drops zero sums. It returns, for each surviving group, the index of
-its first row (into the original arrays) and its summed diff. ``engine.consolidate`` holds
-the numpy reference (``lex_order``, ``group_starts``, ``segment_sums``) it is tested against.
+``sort_rows(rows)`` gives the stable lexicographic order of int64 rows by packing each
+record's columns into one 64-bit integer (value minus the column's minimum, the record
+index in the low bits) and sorting those with numpy's SIMD ``np.sort`` (``packed_sort``);
+rows too wide for that take two passes (``_split_sort``). ``consolidate_rows_order`` sums
+the diffs of equal rows and drops zero sums, by the fastest path that applies: compiled
+merge sorts for few rows (``consolidate_order``), ``sort_rows``, or numpy's lexsort
+(``lexsort_consolidate``, also the reference the others are tested against).
+``trace_arrays`` builds a trace batch's arrays from consolidated records.
 """
 
 from __future__ import annotations
@@ -228,16 +231,11 @@ def consolidate_order(keys: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, 
 def lexsort_consolidate(rows: list[np.ndarray], diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The numpy reference for :func:`consolidate_order`: ``np.lexsort``, boundaries, and
     ``np.add.reduceat``. Used when the rows neither are few nor fit in 64 bits."""
-    n = diffs.shape[0]
+    from engine.consolidate import group_starts, segment_sums  # it imports this module
+
     order = np.lexsort(rows[::-1])
-    starts = np.empty(n, dtype=bool)
-    starts[0] = True
-    change = np.zeros(n - 1, dtype=bool)
-    for r in rows:
-        s = r[order]
-        change |= s[1:] != s[:-1]
-    starts[1:] = change
-    sums = np.add.reduceat(diffs[order], np.flatnonzero(starts))
+    starts = group_starts([r[order] for r in rows], diffs.shape[0])
+    sums = segment_sums(diffs[order], starts)
     first = order[starts]
     keep = sums != 0
     return first[keep], sums[keep]
@@ -253,9 +251,12 @@ def consolidate_rows_order(
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     diffs = np.ascontiguousarray(diffs)
+    if not rows:  # every record is the same (empty) row
+        total = int(diffs.sum())
+        return (np.zeros(1, np.int64), np.full(1, total)) if total else (diffs[:0], diffs[:0])
     if n < PACKED_FROM:
-        return consolidate_order(np.stack(rows) if rows else np.zeros((0, n), np.int64), diffs)
-    sorted_ = sort_rows(rows) if rows else None
+        return consolidate_order(np.stack(rows), diffs)
+    sorted_ = sort_rows(rows)
     if sorted_ is not None:
         return _groups(sorted_, diffs)
     return lexsort_consolidate(rows, diffs)

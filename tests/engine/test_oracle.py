@@ -7,7 +7,6 @@ Traces compact as frontiers advance (every reader follows its frontier)."""
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -144,20 +143,16 @@ def _check_2d(tree: Tree, steps: list) -> None:
             assert got == expect, f"time {t}: {tree}"
 
 
-consolidate_module = importlib.import_module("engine.consolidate")  # the package exports
-# a function of the same name
-
-
 @contextmanager
 def _every_sort_packed() -> Iterator[None]:
     """Packed-key sorts for every size (normally only from ``PACKED_FROM`` rows, which the
     small streams of these tests rarely reach)."""
     saved = sort_kernels.PACKED_FROM
-    sort_kernels.PACKED_FROM = consolidate_module.PACKED_FROM = 0
+    sort_kernels.PACKED_FROM = 0
     try:
         yield
     finally:
-        sort_kernels.PACKED_FROM = consolidate_module.PACKED_FROM = saved
+        sort_kernels.PACKED_FROM = saved
 
 
 @SETTINGS

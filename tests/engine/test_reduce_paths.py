@@ -272,3 +272,11 @@ def test_trace_batch_is_the_same_by_every_sort(rs: list, two_col_keys: bool) -> 
         sort_kernels.PACKED_FROM = saved
     for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
         assert np.array_equal(getattr(compiled, name), getattr(packed, name)), name
+
+
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=300))
+def test_consolidating_rows_of_no_columns_sums_everything(ds: list) -> None:
+    """With no columns every record is the same row: one group, or none if it sums to 0."""
+    first, sums = consolidate_rows_order([], np.asarray(ds, dtype=np.int64))
+    total = sum(ds)
+    assert sums.tolist() == ([total] if total else []) and first.tolist() == ([0] if total else [])
