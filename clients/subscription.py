@@ -13,42 +13,27 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosedOK
 
-from clients.errors import ConnectionFailed
 from clients.websocket import (
     TRANSPORT_ERRORS,
-    AsyncConnect,
-    AsyncConnection,
-    SyncConnect,
-    SyncConnection,
+    AsyncLazySocket,
+    LazySocket,
     closed_error,
     decode_frame,
-    open_error,
 )
 
 __all__ = ["AsyncSubscription", "Subscription"]
 
 
-class Subscription:
+class Subscription(LazySocket):
     """Frames (dicts) of one view subscription; iterate it, and close it or use ``with``."""
 
-    def __init__(self, url: str, connect: SyncConnect) -> None:
-        self.url = url
-        self._connect = connect
-        self._connection: SyncConnection | None = None
-        self._finished = False
-
-    def __enter__(self) -> Subscription:
-        self._open()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    kind = "subscription"
 
     def __iter__(self) -> Subscription:
         return self
 
     def __next__(self) -> dict[str, Any]:
-        if self._finished:
+        if self._closed:
             raise StopIteration
         connection = self._open()
         try:
@@ -64,46 +49,17 @@ class Subscription:
             self.close()
         return frame
 
-    def close(self) -> None:
-        """Stop the subscription and close its connection (if open)."""
-        self._finished = True
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
 
-    def _open(self) -> SyncConnection:
-        if self._connection is None:
-            if self._finished:
-                raise ConnectionFailed(f"subscription {self.url} is closed")
-            try:
-                self._connection = self._connect(self.url)
-            except TRANSPORT_ERRORS as exc:
-                self._finished = True
-                raise open_error(self.url, exc) from exc
-        return self._connection
-
-
-class AsyncSubscription:
+class AsyncSubscription(AsyncLazySocket):
     """The async mirror of ``Subscription``: ``async for`` it, ``async with`` it."""
 
-    def __init__(self, url: str, connect: AsyncConnect) -> None:
-        self.url = url
-        self._connect = connect
-        self._connection: AsyncConnection | None = None
-        self._finished = False
-
-    async def __aenter__(self) -> AsyncSubscription:
-        await self._open()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+    kind = "subscription"
 
     def __aiter__(self) -> AsyncSubscription:
         return self
 
     async def __anext__(self) -> dict[str, Any]:
-        if self._finished:
+        if self._closed:
             raise StopAsyncIteration
         connection = await self._open()
         try:
@@ -118,21 +74,3 @@ class AsyncSubscription:
         if frame.get("type") == "closed":
             await self.aclose()
         return frame
-
-    async def aclose(self) -> None:
-        """Stop the subscription and close its connection (if open)."""
-        self._finished = True
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await connection.close()
-
-    async def _open(self) -> AsyncConnection:
-        if self._connection is None:
-            if self._finished:
-                raise ConnectionFailed(f"subscription {self.url} is closed")
-            try:
-                self._connection = await self._connect(self.url)
-            except TRANSPORT_ERRORS as exc:
-                self._finished = True
-                raise open_error(self.url, exc) from exc
-        return self._connection

@@ -15,17 +15,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from clients.errors import ConnectionFailed
 from clients.websocket import (
     TRANSPORT_ERRORS,
     AsyncConnect,
-    AsyncConnection,
+    AsyncLazySocket,
+    LazySocket,
     SyncConnect,
-    SyncConnection,
     closed_error,
     decode_frame,
     encode_frame,
-    open_error,
 )
 
 __all__ = ["AsyncTableWriter", "TableWriter"]
@@ -33,22 +31,15 @@ __all__ = ["AsyncTableWriter", "TableWriter"]
 _NOTHING_PENDING = "every frame sent has been answered: nothing to receive"
 
 
-class TableWriter:
-    """Pipelined writes to one table; use as a context manager."""
+class TableWriter(LazySocket):
+    """Pipelined writes to one table; use as a context manager. ``close()`` loses the
+    answers not yet received."""
+
+    kind = "writer"
 
     def __init__(self, url: str, connect: SyncConnect) -> None:
-        self.url = url
-        self._connect = connect
-        self._connection: SyncConnection | None = None
-        self._closed = False
+        super().__init__(url, connect)
         self._pending = 0
-
-    def __enter__(self) -> TableWriter:
-        self._open()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def pending(self) -> int:
@@ -80,41 +71,15 @@ class TableWriter:
         while self._pending:
             yield self.recv()
 
-    def close(self) -> None:
-        """Close the connection; answers not yet received are lost."""
-        self._closed = True
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
 
-    def _open(self) -> SyncConnection:
-        if self._connection is None:
-            if self._closed:
-                raise ConnectionFailed(f"writer {self.url} is closed")
-            try:
-                self._connection = self._connect(self.url)
-            except TRANSPORT_ERRORS as exc:
-                self._closed = True
-                raise open_error(self.url, exc) from exc
-        return self._connection
-
-
-class AsyncTableWriter:
+class AsyncTableWriter(AsyncLazySocket):
     """The async mirror of ``TableWriter``; use with ``async with``."""
 
+    kind = "writer"
+
     def __init__(self, url: str, connect: AsyncConnect) -> None:
-        self.url = url
-        self._connect = connect
-        self._connection: AsyncConnection | None = None
-        self._closed = False
+        super().__init__(url, connect)
         self._pending = 0
-
-    async def __aenter__(self) -> AsyncTableWriter:
-        await self._open()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     @property
     def pending(self) -> int:
@@ -145,21 +110,3 @@ class AsyncTableWriter:
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         while self._pending:
             yield await self.recv()
-
-    async def aclose(self) -> None:
-        """Close the connection; answers not yet received are lost."""
-        self._closed = True
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            await connection.close()
-
-    async def _open(self) -> AsyncConnection:
-        if self._connection is None:
-            if self._closed:
-                raise ConnectionFailed(f"writer {self.url} is closed")
-            try:
-                self._connection = await self._connect(self.url)
-            except TRANSPORT_ERRORS as exc:
-                self._closed = True
-                raise open_error(self.url, exc) from exc
-        return self._connection

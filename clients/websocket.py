@@ -11,7 +11,7 @@ else ``ConnectionFailed``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, Self, TypeAlias
 
 import orjson
 from websockets.asyncio.client import connect as _connect_async
@@ -25,6 +25,8 @@ __all__ = [
     "TRANSPORT_ERRORS",
     "AsyncConnect",
     "AsyncConnection",
+    "AsyncLazySocket",
+    "LazySocket",
     "SyncConnect",
     "SyncConnection",
     "closed_error",
@@ -110,3 +112,78 @@ def decode_frame(message: str | bytes) -> dict[str, Any]:
     if frame.get("type") == "error":
         raise error_from_frame(frame)
     return frame
+
+
+class LazySocket:
+    """A WebSocket opened on first use (or on entering ``with``) and, once closed, closed
+    for good: what a subscription and a table writer share. ``kind`` names it in errors."""
+
+    kind = "socket"
+
+    def __init__(self, url: str, connect: SyncConnect) -> None:
+        self.url = url
+        self._connect = connect
+        self._connection: SyncConnection | None = None
+        self._closed = False
+
+    def __enter__(self) -> Self:
+        self._open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (if open); nothing more is sent or received."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def _open(self) -> SyncConnection:
+        if self._connection is None:
+            if self._closed:
+                raise ConnectionFailed(f"{self.kind} {self.url} is closed")
+            try:
+                self._connection = self._connect(self.url)
+            except TRANSPORT_ERRORS as exc:
+                self._closed = True
+                raise open_error(self.url, exc) from exc
+        return self._connection
+
+
+class AsyncLazySocket:
+    """The async mirror of :class:`LazySocket`."""
+
+    kind = "socket"
+
+    def __init__(self, url: str, connect: AsyncConnect) -> None:
+        self.url = url
+        self._connect = connect
+        self._connection: AsyncConnection | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection (if open); nothing more is sent or received."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.close()
+
+    async def _open(self) -> AsyncConnection:
+        if self._connection is None:
+            if self._closed:
+                raise ConnectionFailed(f"{self.kind} {self.url} is closed")
+            try:
+                self._connection = await self._connect(self.url)
+            except TRANSPORT_ERRORS as exc:
+                self._closed = True
+                raise open_error(self.url, exc) from exc
+        return self._connection
