@@ -142,9 +142,12 @@ class Antichain:
 
     def beyond(self, times: np.ndarray) -> np.ndarray:
         """Mask of ``(d, n)`` times that are ``>=`` some element (may still change)."""
+        elems = self.elements
+        if elems.shape[0] <= 4:  # one broadcast comparison beats a loop for small frontiers
+            return np.asarray((elems[:, :, None] <= times[None]).all(axis=1).any(axis=0))
         n = times.shape[1]
         out = np.zeros(n, dtype=bool)
-        for f in self.elements:
+        for f in elems:
             out |= leq(f[:, None], times)
         return out
 

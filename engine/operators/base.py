@@ -173,7 +173,10 @@ class ArrangementReader:
 
     def advance(self, frontier: Antichain) -> None:
         """Allow compaction to ``frontier`` (ignored unless it moves forward)."""
-        if not self.reader.released and self.reader.frontier.precedes(frontier):
+        current = self.reader.frontier
+        if frontier is current or self.reader.released:
+            return
+        if current.precedes(frontier):
             self.reader.advance(frontier)
 
     def release(self) -> None:

@@ -3,8 +3,9 @@
 The driver keeps the output arrangement and the pending (key, time) pairs; the numpy kernels
 do the rest, for all touched keys and all their times in one sweep (seed 000, "Problem 2"):
 
-1. new (key, time) pairs: the times of this run's input updates, plus pending pairs whose
-   time became complete;
+1. new (key, time) pairs: the complete times of this run's input updates, plus pending pairs
+   whose time became complete; an incomplete input time waits as a pending time itself (no
+   complete time is at or beyond it, and every grid point it would make pending is);
 2. gather the touched keys' input and output histories (seek, not scan);
 3. ``candidate_grid``: the complete times that may need a correction, and new pending times;
 4. ``accumulate_at``: input and output accumulations at every candidate;
@@ -103,13 +104,19 @@ class Reduce(Operator):
         self.delta = None
         self.output = None
         delta = self.source.delta()
-        ready = frontier.complete(self.p_times) if self.p_times.shape[1] else np.zeros(0, bool)
         codes, keys, times = [], [], []
         if delta is not None:
             rk = delta.record_keys()
-            codes.append(delta.codes[rk])
-            keys.append(np.take(delta.keys, rk, axis=1))
-            times.append(delta.times)
+            d_codes, d_keys, d_times = delta.codes[rk], np.take(delta.keys, rk, axis=1), delta.times
+            later = frontier.beyond(d_times)
+            if later.any():  # no complete time is >= these: they wait, as themselves
+                self._add_pending(d_codes[later], d_keys[:, later], d_times[:, later])
+                now = ~later
+                d_codes, d_keys, d_times = d_codes[now], d_keys[:, now], d_times[:, now]
+            codes.append(d_codes)
+            keys.append(d_keys)
+            times.append(d_times)
+        ready = frontier.complete(self.p_times) if self.p_times.shape[1] else np.zeros(0, bool)
         if ready.any():
             codes.append(self.p_codes[ready])
             keys.append(self.p_keys[:, ready])
@@ -117,7 +124,7 @@ class Reduce(Operator):
             self.p_codes = self.p_codes[~ready]
             self.p_keys = self.p_keys[:, ~ready]
             self.p_times = self.p_times[:, ~ready]
-        if codes:
+        if codes and sum(c.shape[0] for c in codes):
             self._update(
                 np.concatenate(codes), np.concatenate(keys, axis=1), np.concatenate(times, axis=1)
             )

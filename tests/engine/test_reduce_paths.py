@@ -280,3 +280,50 @@ def test_consolidating_rows_of_no_columns_sums_everything(ds: list) -> None:
     first, sums = consolidate_rows_order([], np.asarray(ds, dtype=np.int64))
     total = sum(ds)
     assert sums.tolist() == ([total] if total else []) and first.tolist() == ([0] if total else [])
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 9)), min_size=1, max_size=30),
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 9), st.integers(0, 4), st.integers(-2, 2)),
+        max_size=60,
+    ),
+    st.integers(0, 4),
+    st.integers(1, 2),
+)
+def test_scalar_accumulation_sweep_equals_pairwise_sums(
+    cands: list, hist: list, r: int, at_least: int
+) -> None:
+    """The sorted sweep over a line of candidates (iteration ``r`` for all) gives the same
+    output differences as summing every (candidate, record) pair."""
+    from engine.operators.reduce_scalar import scalar_differences
+
+    cands = sorted(set(cands))
+    c_owner = np.asarray([o for o, _ in cands], dtype=np.int64)
+    c_times = np.asarray([[t for _, t in cands], [r] * len(cands)], dtype=np.int64)
+    nb = np.full(len(cands), -1, dtype=np.int64)
+    for i in range(len(cands) - 1):
+        if cands[i + 1][0] == cands[i][0]:
+            nb[i] = i + 1
+    none = np.full(len(cands), -1, dtype=np.int64)
+    neighbours, signs = np.stack([nb, none, none]), np.array([-1, -1, 1], dtype=np.int64)
+    h = np.asarray(hist, dtype=np.int64).reshape(-1, 4).T
+    h_owner, h_times, h_diffs = h[0].copy(), np.ascontiguousarray(h[1:3]), h[3].copy()
+    half = h_owner.shape[0] // 2
+    args = (
+        4,
+        c_owner,
+        c_times,
+        neighbours,
+        signs,
+        h_owner[:half],
+        np.ascontiguousarray(h_times[:, :half]),
+        h_diffs[:half],
+        h_owner[half:],
+        np.ascontiguousarray(h_times[:, half:]),
+        h_diffs[half:],
+        at_least,
+    )
+    sweep = scalar_differences(*args, 0)
+    pairs = scalar_differences(*args, 1 << 40)
+    assert np.array_equal(sweep[0], pairs[0]) and np.array_equal(sweep[1], pairs[1])
