@@ -156,3 +156,58 @@ def test_since_is_meet_of_readers(fs: list) -> None:
     readers[0].release()
     rest = fs[1:]
     assert spine.since() == (Antichain([(min(rest),)]) if rest else None)
+
+
+batch_rows = st.lists(
+    st.tuples(
+        st.integers(0, 3),
+        st.integers(0, 2),
+        st.integers(0, 2),
+        st.integers(0, 5),
+        st.integers(0, 4),
+        st.integers(-2, 2),
+    ),
+    max_size=25,
+)
+
+
+@given(
+    st.lists(batch_rows, min_size=1, max_size=5),
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 5)), max_size=3),
+    st.sampled_from([[0], [0, 1], [1]]),
+    st.booleans(),
+)
+def test_merging_sorted_batches_equals_sorting_their_union(
+    parts: list, since: list, key_cols: list, wide: bool
+) -> None:
+    """The linear merge of sorted batches (times advanced by ``since``, which can put a
+    row's times out of order) builds the same batch as sorting the union; so does its
+    fallback when times do not pack into 63 bits (``wide``)."""
+    scale = np.array([[1 << 40], [1 << 30]], dtype=np.int64) if wide else 1
+    layout = Layout.by_key(3, key_cols)
+
+    def tb(rs: list) -> TraceBatch:
+        a = np.asarray(rs, dtype=np.int64).reshape(-1, 6).T
+        return TraceBatch.from_updates(layout, UpdateBatch.build(a[:3], a[3:5] * scale, a[5]))
+
+    batches = [tb(rs) for rs in parts]
+    frontier = (
+        Antichain([np.array(f) * scale[:, 0] for f in since] if wide else since, dims=2)
+        if since
+        else None
+    )
+    by_merge = TraceBatch.merge(layout, batches, frontier)
+    union = [b.to_updates(layout) for b in batches]
+    data = np.concatenate([u.data for u in union], axis=1)
+    keys, vals = layout.split(data)
+    by_sort = TraceBatch.from_records(
+        layout,
+        np.concatenate([b.codes[b.record_keys()] for b in batches]),
+        keys,
+        vals,
+        np.concatenate([u.times for u in union], axis=1),
+        np.concatenate([u.diffs for u in union]),
+        frontier,
+    )
+    for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
+        assert np.array_equal(getattr(by_sort, name), getattr(by_merge, name)), name
