@@ -176,7 +176,7 @@ class Reduce(Operator):
                 out.diffs,
                 at_least,
             )
-            self._emit(k_codes, k_keys, grid, c, np.zeros((0, c.shape[0]), dtype=np.int64), diffs)
+            self._emit_sorted(k_codes, k_keys, grid, c, diffs)
             return
         ctx = self.ctx
         if self.kernel.needs_keys:
@@ -225,6 +225,30 @@ class Reduce(Operator):
             self.spine.insert(batch)
             self.delta = batch
             self.output = batch.to_updates(self.layout)
+
+    def _emit_sorted(
+        self, k_codes: np.ndarray, k_keys: np.ndarray, grid: Grid, c: np.ndarray, diffs: np.ndarray
+    ) -> None:
+        """:meth:`_emit` for differences without value columns at ascending candidates:
+        they are already in trace order (keys by code, times sorted within a key; see
+        ``Grid``) and distinct, so the batch is indexed without sorting."""
+        m = c.shape[0]
+        if m == 0:
+            return
+        ko = grid.owner[c]
+        starts = np.flatnonzero(np.concatenate([[True], ko[1:] != ko[:-1]]))
+        keys_at = ko[starts]
+        batch = TraceBatch(
+            k_codes[keys_at],
+            np.take(k_keys, keys_at, axis=1),
+            np.append(starts, m),
+            np.zeros((0, m), dtype=np.int64),
+            np.take(grid.times, c, axis=1),
+            diffs,
+        )
+        self.spine.insert(batch)
+        self.delta = batch
+        self.output = batch.to_updates(self.layout)
 
     def _add_pending(self, codes: np.ndarray, keys: np.ndarray, times: np.ndarray) -> None:
         if codes.shape[0] == 0:

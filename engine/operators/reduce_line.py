@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["line_candidates"]
+__all__ = ["line_candidates", "line_grid"]
 
 _INF = np.iinfo(np.int64).max
 
@@ -142,3 +142,59 @@ def line_candidates(
             keep[a] = p_o[a] != p_o[b] or p_0[a] != p_0[b] or p_1[a] != p_1[b]
     sel = order[keep[order]]
     return c_owner, c_t0, nb, p_o[sel], p_0[sel], p_1[sel]
+
+
+@njit(cache=True, nogil=True)
+def line_grid(
+    nkeys: int,
+    new_owner: np.ndarray,
+    new_times: np.ndarray,
+    hist_owner: np.ndarray,
+    hist_times: np.ndarray,
+    felems: np.ndarray,
+) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`line_candidates` for ``(d, n)`` times, with the shape check and the grid's
+    arrays assembled: (applies, candidate owner, candidate times ``(d, C)``, neighbours
+    ``(2**d - 1, C)``, pending owner, pending times ``(d, P)``). It applies to one
+    dimensional times, and to two when every new time has the same iteration ``r`` and the
+    frontier holds ``(0, r + 1)`` (a loop round)."""
+    d = new_times.shape[0]
+    z1 = np.zeros(0, np.int64)
+    z2 = np.zeros((d, 0), np.int64)
+    r = 0
+    if d == 2:
+        r = new_times[1, 0]
+        for i in range(new_times.shape[1]):
+            if new_times[1, i] != r:
+                return False, z1, z2, z2, z1, z2
+        found = False
+        for e in range(felems.shape[0]):
+            if felems[e, 0] == 0 and felems[e, 1] == r + 1:
+                found = True
+        if not found:
+            return False, z1, z2, z2, z1, z2
+    elif d != 1:
+        return False, z1, z2, z2, z1, z2
+    c_owner, c_t0, nb, p_o, p_0, p_1 = line_candidates(
+        nkeys,
+        new_owner,
+        new_times[0].copy(),
+        hist_owner,
+        hist_times[0].copy(),
+        hist_times[1].copy() if d == 2 else z1,
+        new_times[1].copy() if d == 2 else z1,
+        d,
+        r,
+        felems,
+    )
+    nc, npend = c_owner.shape[0], p_o.shape[0]
+    times = np.empty((d, nc), np.int64)
+    times[0] = c_t0
+    neighbours = np.full(((1 << d) - 1, nc), -1, np.int64)
+    neighbours[0] = nb
+    p_times = np.empty((d, npend), np.int64)
+    p_times[0] = p_0
+    if d == 2:
+        times[1] = r
+        p_times[1] = p_1
+    return True, c_owner, times, neighbours, p_o, p_times

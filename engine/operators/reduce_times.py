@@ -27,7 +27,7 @@ import numpy as np
 
 from engine.consolidate import group_starts, lex_order
 from engine.lattice import Antichain, leq
-from engine.operators.reduce_line import line_candidates
+from engine.operators.reduce_line import line_grid
 from engine.sort_kernels import COMPILED_BELOW
 from engine.trace.cursor import expand_ranges
 
@@ -290,6 +290,11 @@ def candidate_line(
     return Grid(c_owner, points[:, cand], neighbours, signs, po, pt)
 
 
+_LINE_SIGNS = {1: np.array([-1], dtype=np.int64), 2: np.array([-1, -1, 1], dtype=np.int64)}
+for _signs in _LINE_SIGNS.values():
+    _signs.setflags(write=False)
+
+
 def compiled_line(
     nkeys: int,
     new_owner: np.ndarray,
@@ -300,36 +305,19 @@ def compiled_line(
 ) -> Grid | None:
     """:func:`candidate_line` through the compiled kernel (same result, one call)."""
     d = new_times.shape[0]
-    r = 0
-    if d == 2:
-        pinned = _pinned_round(new_times, frontier)
-        if pinned is None:
-            return None
-        r = pinned
-    elif d != 1:
+    if d > 2:
         return None
-    zero = np.zeros(0, dtype=np.int64)
-    c_owner, c_t0, nb, p_o, p_0, p_1 = line_candidates(
+    ok, c_owner, times, neighbours, p_o, p_times = line_grid(
         nkeys,
         new_owner,
-        np.ascontiguousarray(new_times[0]),
+        np.ascontiguousarray(new_times),
         hist_owner,
-        np.ascontiguousarray(hist_times[0]),
-        np.ascontiguousarray(hist_times[1]) if d == 2 else zero,
-        np.ascontiguousarray(new_times[1]) if d == 2 else zero,
-        d,
-        r,
+        np.ascontiguousarray(hist_times),
         frontier.elements,
     )
-    if d == 1:
-        times, neighbours, signs = c_t0[None, :], nb[None, :], np.array([-1], dtype=np.int64)
-        p_times = p_0[None, :]
-    else:
-        times = np.stack([c_t0, np.full(c_t0.shape[0], r, dtype=np.int64)])
-        none = np.full(c_t0.shape[0], -1, dtype=np.int64)
-        neighbours, signs = np.stack([nb, none, none]), np.array([-1, -1, 1], dtype=np.int64)
-        p_times = np.stack([p_0, p_1])
-    return Grid(c_owner, times, neighbours, signs, p_o, p_times)
+    if not ok:
+        return None
+    return Grid(c_owner, times, neighbours, _LINE_SIGNS[d], p_o, p_times)
 
 
 def candidates(
