@@ -9,7 +9,7 @@ every key has at least one record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from engine.lattice import Antichain, advance_by
 from engine.sort_kernels import consolidate_hashed, consolidate_rows_order, trace_arrays
 from engine.trace.layout import Layout
 from engine.trace.merge import merge_consolidate
+from engine.trace.seek import table_row
 
 __all__ = ["TraceBatch"]
 
@@ -31,6 +32,7 @@ class TraceBatch:
     vals: np.ndarray
     times: np.ndarray
     diffs: np.ndarray
+    table_row: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -114,6 +116,17 @@ class TraceBatch:
         return cls.from_records(layout, codes, keys, vals, times, diffs)  # times too wide
 
     # -- access -------------------------------------------------------------------------
+    def addresses(self) -> np.ndarray:
+        """This batch's row of a compiled seek table (``trace.seek.gather_spine``): the
+        addresses of its six arrays, its number of keys and of records. Computed once: the
+        batch is immutable, and its arrays live as long as it does."""
+        if self.table_row is None:
+            arrays = (self.codes, self.keys, self.offsets, self.vals, self.times, self.diffs)
+            if not all(a.flags.c_contiguous and a.dtype == np.int64 for a in arrays):
+                raise ValueError("trace batch arrays must be C-contiguous int64")
+            object.__setattr__(self, "table_row", table_row(*arrays))
+        return self.table_row  # type: ignore[return-value]
+
     def __len__(self) -> int:
         return int(self.diffs.shape[0])
 

@@ -5,14 +5,30 @@ query key on the batch's sorted codes (with a column check where codes are hashe
 copy of each matched key's record range. numpy needs a dozen calls per batch for this; the
 compiled loop needs one (numba, cached on disk). ``engine.trace.cursor`` holds the numpy
 reference the tests compare against.
+
+``gather_spine`` gathers from every batch of a spine in one call: the batches' arrays are
+passed as a table of their addresses (``TraceBatch.addresses``) and viewed in place, since a
+call per batch (several µs of dispatch each) costs more than the seeks for small queries.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, njit, types
+from numba.extending import intrinsic
 
-__all__ = ["gather_batch", "pair_batches"]
+__all__ = ["gather_spine", "pair_batches", "table_row"]
+
+
+@intrinsic
+def _int64_at(typingctx, address):  # type: ignore[no-untyped-def]
+    """An int64 address as a pointer to int64 (to view an array in place with carray)."""
+    sig = types.CPointer(types.int64)(types.int64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.int64)))
+
+    return sig, codegen
 
 
 @njit(cache=True, nogil=True)
@@ -89,46 +105,6 @@ def _find_all(
 
 
 @njit(cache=True, nogil=True)
-def gather_batch(
-    q_codes: np.ndarray,
-    q_keys: np.ndarray,
-    codes: np.ndarray,
-    keys: np.ndarray,
-    offsets: np.ndarray,
-    vals: np.ndarray,
-    times: np.ndarray,
-    diffs: np.ndarray,
-    exact: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every record of every query key found in the batch: (owner, vals, times, diffs)."""
-    nq = q_codes.shape[0]
-    hit = _find_all(q_codes, q_keys, codes, keys, exact)
-    n = 0
-    for i in range(nq):
-        j = hit[i]
-        if j >= 0:
-            n += offsets[j + 1] - offsets[j]
-    owner = np.empty(n, np.int64)
-    ov = np.empty((vals.shape[0], n), np.int64)
-    ot = np.empty((times.shape[0], n), np.int64)
-    od = np.empty(n, np.int64)
-    p = 0
-    for i in range(nq):
-        j = hit[i]
-        if j < 0:
-            continue
-        for rec in range(offsets[j], offsets[j + 1]):
-            owner[p] = i
-            for c in range(vals.shape[0]):
-                ov[c, p] = vals[c, rec]
-            for c in range(times.shape[0]):
-                ot[c, p] = times[c, rec]
-            od[p] = diffs[rec]
-            p += 1
-    return owner, ov, ot, od
-
-
-@njit(cache=True, nogil=True)
 def pair_batches(
     a_codes: np.ndarray,
     a_keys: np.ndarray,
@@ -163,3 +139,79 @@ def pair_batches(
                 bk[p] = j
                 p += 1
     return ai, ak, bi, bk
+
+
+@njit(cache=True, nogil=True)
+def table_row(
+    codes: np.ndarray,
+    keys: np.ndarray,
+    offsets: np.ndarray,
+    vals: np.ndarray,
+    times: np.ndarray,
+    diffs: np.ndarray,
+) -> np.ndarray:
+    """A batch's row of a :func:`gather_spine` table: its arrays' addresses, its numbers of
+    keys and records."""
+    row = np.empty(8, np.int64)
+    row[0] = codes.ctypes.data
+    row[1] = keys.ctypes.data
+    row[2] = offsets.ctypes.data
+    row[3] = vals.ctypes.data
+    row[4] = times.ctypes.data
+    row[5] = diffs.ctypes.data
+    row[6] = codes.shape[0]
+    row[7] = diffs.shape[0]
+    return row
+
+
+@njit(cache=True, nogil=True)
+def gather_spine(
+    q_codes: np.ndarray,
+    q_keys: np.ndarray,
+    table: np.ndarray,
+    exact: bool,
+    kv: int,
+    d: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every record of every query key found in any batch of a spine: (owner, vals, times,
+    diffs), batch by batch.
+    ``table`` has one row per batch: the addresses of its codes, keys, offsets, vals, times
+    and diffs (C-contiguous int64 arrays that outlive the call), then its numbers of keys
+    and records. ``kv`` and ``d`` are the numbers of value columns and time coordinates."""
+    nq, kk, nb = q_codes.shape[0], q_keys.shape[0], table.shape[0]
+    hits = np.empty((nb, nq), np.int64)
+    n = 0
+    for b in range(nb):
+        nk = table[b, 6]
+        codes = carray(_int64_at(table[b, 0]), (nk,))
+        keys = carray(_int64_at(table[b, 1]), (kk, nk))
+        offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
+        hits[b] = _find_all(q_codes, q_keys, codes, keys, exact)
+        for i in range(nq):
+            j = hits[b, i]
+            if j >= 0:
+                n += offsets[j + 1] - offsets[j]
+    owner = np.empty(n, np.int64)
+    ov = np.empty((kv, n), np.int64)
+    ot = np.empty((d, n), np.int64)
+    od = np.empty(n, np.int64)
+    p = 0
+    for b in range(nb):
+        nk, nr = table[b, 6], table[b, 7]
+        offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
+        vals = carray(_int64_at(table[b, 3]), (kv, nr))
+        times = carray(_int64_at(table[b, 4]), (d, nr))
+        diffs = carray(_int64_at(table[b, 5]), (nr,))
+        for i in range(nq):
+            j = hits[b, i]
+            if j < 0:
+                continue
+            for rec in range(offsets[j], offsets[j + 1]):
+                owner[p] = i
+                for c in range(kv):
+                    ov[c, p] = vals[c, rec]
+                for c in range(d):
+                    ot[c, p] = times[c, rec]
+                od[p] = diffs[rec]
+                p += 1
+    return owner, ov, ot, od

@@ -24,7 +24,7 @@ from engine.lattice import Antichain
 from engine.trace.batch import TraceBatch
 from engine.trace.cursor import expand_ranges, match_keys
 from engine.trace.layout import Layout
-from engine.trace.seek import gather_batch
+from engine.trace.seek import gather_spine
 
 __all__ = ["SMALL_BATCHES", "SMALL_RECORDS", "History", "Spine", "TraceReader"]
 
@@ -94,6 +94,7 @@ class Spine:
         self.batches: list[TraceBatch] = []
         self.readers: set[TraceReader] = set()
         self._since: Antichain | bool | None = False  # False: recompute on next use
+        self._table: tuple[tuple[TraceBatch, ...], np.ndarray] | None = None
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:
@@ -164,37 +165,33 @@ class Spine:
             return self.batches[0]
         return TraceBatch.merge(self.layout, list(self.batches), self.since())
 
+    def seek_table(self) -> np.ndarray:
+        """One row per batch for the compiled seeks (``TraceBatch.addresses``); rebuilt
+        when the batches change, and kept with the batches it points into."""
+        batches = self.batches
+        cached = self._table
+        if (
+            cached is None
+            or len(cached[0]) != len(batches)
+            or any(a is not b for a, b in zip(cached[0], batches, strict=True))
+        ):
+            rows = [b.addresses() for b in batches]
+            table = np.stack(rows) if rows else np.zeros((0, 8), dtype=np.int64)
+            cached = self._table = (tuple(batches), table)
+        return cached[1]
+
     def gather(self, q_codes: np.ndarray, q_keys: np.ndarray) -> History:
-        """All records of the query keys (``owner`` indexes the queries), batch by batch."""
-        owners, vals, times, diffs = [], [], [], []
-        exact = self.layout.exact_codes
-        q_keys = np.ascontiguousarray(q_keys)
-        for b in self.batches:
-            o, v, t, d = gather_batch(
-                q_codes, q_keys, b.codes, b.keys, b.offsets, b.vals, b.times, b.diffs, exact
-            )
-            if o.shape[0] == 0:
-                continue
-            owners.append(o)
-            vals.append(v)
-            times.append(t)
-            diffs.append(d)
-        if not owners:
-            z = np.zeros(0, dtype=np.int64)
-            return History(
-                z,
-                np.zeros((len(self.layout.val_cols), 0), dtype=np.int64),
-                np.zeros((self.dims, 0), dtype=np.int64),
-                z,
-            )
-        if len(owners) == 1:
-            return History(owners[0], vals[0], times[0], diffs[0])
-        return History(
-            np.concatenate(owners),
-            np.concatenate(vals, axis=1),
-            np.concatenate(times, axis=1),
-            np.concatenate(diffs),
+        """All records of the query keys (``owner`` indexes the queries), batch by batch,
+        in one compiled call."""
+        owner, vals, times, diffs = gather_spine(
+            np.ascontiguousarray(q_codes),
+            np.ascontiguousarray(q_keys),
+            self.seek_table(),
+            self.layout.exact_codes,
+            len(self.layout.val_cols),
+            self.dims,
         )
+        return History(owner, vals, times, diffs)
 
     def gather_reference(self, q_codes: np.ndarray, q_keys: np.ndarray) -> History:
         """:meth:`gather` in plain numpy (the reference the compiled path is tested against)."""

@@ -197,9 +197,6 @@ def test_compiled_seeks_match_numpy(ra: list, rb: list, two_col_keys: bool) -> N
     assert sorted(zip(*(x.tolist() for x in got), strict=True)) == sorted(
         zip(*(x.tolist() for x in ref), strict=True)
     )
-    spine = Spine(layout, 1)
-    spine.insert(b)
-    h, r = spine.gather(a.codes, a.keys), spine.gather_reference(a.codes, a.keys)
 
     def recs(x) -> list:  # type: ignore[no-untyped-def]
         return sorted(
@@ -211,6 +208,14 @@ def test_compiled_seeks_match_numpy(ra: list, rb: list, two_col_keys: bool) -> N
                 strict=True,
             )
         )
+
+    spine = Spine(layout, 1)
+    spine.insert(b)
+    spine.insert(a)  # two batches: one compiled call gathers from both
+    h, r = spine.gather(a.codes, a.keys), spine.gather_reference(a.codes, a.keys)
+    assert recs(h) == recs(r)
+    spine.compact()  # the seek table follows the batches
+    h, r = spine.gather(a.codes, a.keys), spine.gather_reference(a.codes, a.keys)
 
     assert recs(h) == recs(r)
 
