@@ -13,6 +13,8 @@ call per batch (several µs of dispatch each) costs more than the seeks for smal
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import carray, njit, types
 from numba.extending import intrinsic
@@ -20,15 +22,17 @@ from numba.extending import intrinsic
 __all__ = ["gather_spine", "pair_batches", "table_row"]
 
 
-@intrinsic
-def _int64_at(typingctx, address):  # type: ignore[no-untyped-def]
-    """An int64 address as a pointer to int64 (to view an array in place with carray)."""
+def _int64_at_typing(typingctx: Any, address: Any) -> Any:
     sig = types.CPointer(types.int64)(types.int64)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         return builder.inttoptr(args[0], context.get_value_type(types.CPointer(types.int64)))
 
     return sig, codegen
+
+
+# An int64 address as a pointer to int64 (to view an array in place with carray).
+_int64_at: Any = intrinsic(_int64_at_typing)
 
 
 @njit(cache=True, nogil=True)
