@@ -4,7 +4,7 @@ With ``L``/``R`` the arrangements after this run and ``dL``/``dR`` this run's de
 output change is ``dL x R + L x dR - dL x dR`` (equal to ``dL x R_old + L_old x dR + dL x dR``),
 so each pair of updates is joined exactly once. A pair of updates at times ``s`` and ``t``
 produces an output at ``join(s, t)`` with the product of their diffs. Only the keys present in
-a delta are looked up (``searchsorted`` into every batch of the other spine).
+a delta are looked up (a compiled seek into every batch of the other spine, in one call).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
 from engine.schema import Schema
 from engine.trace import TraceBatch
 from engine.trace.cursor import match_keys
-from engine.trace.seek import pair_batches
+from engine.trace.seek import join_spine
 
 __all__ = ["Join", "join_pairs"]
 
@@ -28,7 +28,7 @@ def join_pairs(
     a: TraceBatch, b: TraceBatch, exact: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Record pairs with equal keys: (a record, a key, b record, b key) index arrays. The
-    numpy reference of the compiled ``pair_batches`` the operator uses."""
+    numpy reference the compiled ``join_spine`` is tested against."""
     qi, kb = match_keys(a.codes, a.keys, b.codes, b.keys, exact)
     if qi.shape[0] == 0:
         z = np.zeros(0, dtype=np.int64)
@@ -75,53 +75,46 @@ class Join(Operator):
         self.outputs = list(outputs)
         self.exact = left.layout.exact_codes
         self._layouts = (left.layout, right.layout)
+        self._specs = (self._spec(0), self._spec(1))
 
-    def _emit(
-        self,
-        lb: TraceBatch,
-        li: np.ndarray,
-        lk: np.ndarray,
-        rb: TraceBatch,
-        ri: np.ndarray,
-        rk: np.ndarray,
-    ) -> UpdateBatch:
-        data = np.empty((len(self.outputs), li.shape[0]), dtype=np.int64)
+    def _spec(self, delta_side: int) -> np.ndarray:
+        """Where each output column comes from, for ``join_spine``: (from the delta?, from
+        the key?, index among that side's key or value columns)."""
+        spec = np.empty((len(self.outputs), 3), dtype=np.int64)
         for j, (side, col) in enumerate(self.outputs):
             layout = self._layouts[side]
-            b, rec, key = (lb, li, lk) if side == 0 else (rb, ri, rk)
-            if col in layout.key_cols:
-                data[j] = b.keys[layout.key_cols.index(col)][key]
-            else:
-                data[j] = b.vals[layout.val_cols.index(col)][rec]
-        times = np.maximum(np.take(lb.times, li, axis=1), np.take(rb.times, ri, axis=1))
-        return UpdateBatch(data, times, lb.diffs[li] * rb.diffs[ri])
+            is_key = col in layout.key_cols
+            idx = layout.key_cols.index(col) if is_key else layout.val_cols.index(col)
+            spec[j] = (int(side == delta_side), int(is_key), idx)
+        return spec
 
-    def _against(
-        self, delta: TraceBatch, delta_side: int, other: list[TraceBatch]
-    ) -> list[UpdateBatch]:
-        out = []
-        for b in other:
-            ai, ak, bi, bk = pair_batches(
-                delta.codes, delta.keys, delta.offsets, b.codes, b.keys, b.offsets, self.exact
-            )
-            if ai.shape[0] == 0:
-                continue
-            if delta_side == 0:
-                out.append(self._emit(delta, ai, ak, b, bi, bk))
-            else:
-                out.append(self._emit(b, bi, bk, delta, ai, ak))
-        return out
+    def _against(self, delta: TraceBatch, delta_side: int, table: np.ndarray) -> UpdateBatch:
+        """``delta`` joined with the batches of the other side in ``table``."""
+        data, times, diffs = join_spine(
+            delta.codes,
+            delta.keys,
+            delta.offsets,
+            delta.vals,
+            delta.times,
+            delta.diffs,
+            table,
+            self.exact,
+            len(self._layouts[1 - delta_side].val_cols),
+            self._specs[delta_side],
+        )
+        return UpdateBatch(data, times, diffs)
 
     def run(self) -> None:
         self.frontier = self.input_frontier()
         dl, dr = self.left.delta(), self.right.delta()
         parts: list[UpdateBatch] = []
         if dl is not None:
-            parts += self._against(dl, 0, self.right.spine.batches)
+            parts.append(self._against(dl, 0, self.right.spine.seek_table()))
         if dr is not None:
-            parts += self._against(dr, 1, self.left.spine.batches)
+            parts.append(self._against(dr, 1, self.left.spine.seek_table()))
         if dl is not None and dr is not None:
-            parts += [p.negate() for p in self._against(dl, 0, [dr])]
+            parts.append(self._against(dl, 0, dr.addresses()[None, :]).negate())
+        parts = [p for p in parts if len(p)]
         self.output = UpdateBatch.concat(parts, self.ncols, self.dims) if parts else None
         f = self.compaction_frontier()
         self.left.advance(f)

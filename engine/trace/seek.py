@@ -1,14 +1,13 @@
 """Compiled seeks into one trace batch: find many keys, gather their records, pair them.
 
-These are the per-batch loops of ``Spine.gather`` and ``join_pairs``: a binary search per
-query key on the batch's sorted codes (with a column check where codes are hashes), then a
-copy of each matched key's record range. numpy needs a dozen calls per batch for this; the
-compiled loop needs one (numba, cached on disk). ``engine.trace.cursor`` holds the numpy
-reference the tests compare against.
-
-``gather_spine`` gathers from every batch of a spine in one call: the batches' arrays are
-passed as a table of their addresses (``TraceBatch.addresses``) and viewed in place, since a
-call per batch (several µs of dispatch each) costs more than the seeks for small queries.
+The loops of ``Spine.gather`` and ``Join``: a galloping search per query key on each
+batch's sorted codes (with a column check where codes are hashes), then a copy of each
+matched key's record range (or of each pair of records, for a join). numpy needs a dozen
+calls per batch for this; these need one call per spine (numba, cached on disk): the
+batches' arrays are passed as a table of their addresses (``TraceBatch.addresses``) and
+viewed in place, since a call per batch (several µs of dispatch each) costs more than the
+seeks of a small query. ``engine.trace.cursor`` and ``operators.join.join_pairs`` hold the
+numpy references the tests compare against.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import numpy as np
 from numba import carray, njit, types
 from numba.extending import intrinsic
 
-__all__ = ["gather_spine", "pair_batches", "table_row"]
+__all__ = ["gather_spine", "join_spine", "table_row"]
 
 
 def _int64_at_typing(typingctx: Any, address: Any) -> Any:
@@ -109,43 +108,6 @@ def _find_all(
 
 
 @njit(cache=True, nogil=True)
-def pair_batches(
-    a_codes: np.ndarray,
-    a_keys: np.ndarray,
-    a_offsets: np.ndarray,
-    b_codes: np.ndarray,
-    b_keys: np.ndarray,
-    b_offsets: np.ndarray,
-    exact: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Record pairs with equal keys: (a record, a key, b record, b key)."""
-    na = a_codes.shape[0]
-    hit = _find_all(a_codes, a_keys, b_codes, b_keys, exact)
-    n = 0
-    for i in range(na):
-        j = hit[i]
-        if j >= 0:
-            n += (a_offsets[i + 1] - a_offsets[i]) * (b_offsets[j + 1] - b_offsets[j])
-    ai = np.empty(n, np.int64)
-    ak = np.empty(n, np.int64)
-    bi = np.empty(n, np.int64)
-    bk = np.empty(n, np.int64)
-    p = 0
-    for i in range(na):
-        j = hit[i]
-        if j < 0:
-            continue
-        for x in range(a_offsets[i], a_offsets[i + 1]):
-            for y in range(b_offsets[j], b_offsets[j + 1]):
-                ai[p] = x
-                ak[p] = i
-                bi[p] = y
-                bk[p] = j
-                p += 1
-    return ai, ak, bi, bk
-
-
-@njit(cache=True, nogil=True)
 def table_row(
     codes: np.ndarray,
     keys: np.ndarray,
@@ -219,3 +181,65 @@ def gather_spine(
                 od[p] = diffs[rec]
                 p += 1
     return owner, ov, ot, od
+
+
+@njit(cache=True, nogil=True)
+def join_spine(
+    codes: np.ndarray,
+    keys: np.ndarray,
+    offsets: np.ndarray,
+    vals: np.ndarray,
+    times: np.ndarray,
+    diffs: np.ndarray,
+    table: np.ndarray,
+    exact: bool,
+    other_kv: int,
+    spec: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Join one batch (the *delta*) with every batch of a spine (the *other* side, as a
+    :func:`gather_spine` table): for every pair of records with equal keys, the output row,
+    the join (coordinate-wise max) of their times and the product of their diffs, batch by
+    batch. ``spec`` has a row per output column: (from the delta?, from the key?, column
+    index among that side's key or value columns)."""
+    nq, kk, d, nb = codes.shape[0], keys.shape[0], times.shape[0], table.shape[0]
+    hits = np.empty((nb, nq), np.int64)
+    n = 0
+    for b in range(nb):
+        nk = table[b, 6]
+        o_codes = carray(_int64_at(table[b, 0]), (nk,))
+        o_keys = carray(_int64_at(table[b, 1]), (kk, nk))
+        o_offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
+        hits[b] = _find_all(codes, keys, o_codes, o_keys, exact)
+        for i in range(nq):
+            j = hits[b, i]
+            if j >= 0:
+                n += (offsets[i + 1] - offsets[i]) * (o_offsets[j + 1] - o_offsets[j])
+    ncols = spec.shape[0]
+    data = np.empty((ncols, n), np.int64)
+    out_t = np.empty((d, n), np.int64)
+    out_d = np.empty(n, np.int64)
+    p = 0
+    for b in range(nb):
+        nk, nr = table[b, 6], table[b, 7]
+        o_keys = carray(_int64_at(table[b, 1]), (kk, nk))
+        o_offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
+        o_vals = carray(_int64_at(table[b, 3]), (other_kv, nr))
+        o_times = carray(_int64_at(table[b, 4]), (d, nr))
+        o_diffs = carray(_int64_at(table[b, 5]), (nr,))
+        for i in range(nq):
+            j = hits[b, i]
+            if j < 0:
+                continue
+            for x in range(offsets[i], offsets[i + 1]):
+                for y in range(o_offsets[j], o_offsets[j + 1]):
+                    for c in range(ncols):
+                        idx = spec[c, 2]
+                        if spec[c, 0] == 1:
+                            data[c, p] = keys[idx, i] if spec[c, 1] == 1 else vals[idx, x]
+                        else:
+                            data[c, p] = o_keys[idx, j] if spec[c, 1] == 1 else o_vals[idx, y]
+                    for c in range(d):
+                        out_t[c, p] = max(times[c, x], o_times[c, y])
+                    out_d[p] = diffs[x] * o_diffs[y]
+                    p += 1
+    return data, out_t, out_d

@@ -20,7 +20,7 @@ from engine.operators.reduce_times import Grid, candidate_grid, candidate_line, 
 from engine.progress import round_frontier
 from engine.sort_kernels import consolidate_order, consolidate_rows_order, lexsort_consolidate
 from engine.trace import Layout, Spine, TraceBatch
-from engine.trace.seek import pair_batches
+from engine.trace.seek import join_spine
 
 
 def _points(g: Grid) -> set:
@@ -192,11 +192,28 @@ def test_compiled_seeks_match_numpy(ra: list, rb: list, two_col_keys: bool) -> N
 
     a, b = tb(ra), tb(rb)
     exact = layout.exact_codes
-    got = pair_batches(a.codes, a.keys, a.offsets, b.codes, b.keys, b.offsets, exact)
-    ref = join_pairs(a, b, exact)
-    assert sorted(zip(*(x.tolist() for x in got), strict=True)) == sorted(
-        zip(*(x.tolist() for x in ref), strict=True)
+    kk, kv = len(layout.key_cols), len(layout.val_cols)
+    # every column of both sides: delta keys, delta values, other values, other keys
+    spec = np.asarray(
+        [(1, 1, i) for i in range(kk)]
+        + [(1, 0, i) for i in range(kv)]
+        + [(0, 0, i) for i in range(kv)]
+        + [(0, 1, i) for i in range(kk)],
+        dtype=np.int64,
     )
+    table = np.stack([b.addresses(), a.addresses()])  # a joins b's batch and its own
+    data, times, diffs = join_spine(
+        a.codes, a.keys, a.offsets, a.vals, a.times, a.diffs, table, exact, kv, spec
+    )
+    expected = []
+    for other in (b, a):
+        ai, ak, bi, bk = join_pairs(a, other, exact)
+        cols = [a.keys[:, ak], a.vals[:, ai], other.vals[:, bi], other.keys[:, bk]]
+        t = np.maximum(a.times[:, ai], other.times[:, bi])
+        rows = np.concatenate([*cols, t, (a.diffs[ai] * other.diffs[bi])[None, :]])
+        expected += [tuple(r) for r in rows.T.tolist()]
+    got = [tuple(r) for r in np.concatenate([data, times, diffs[None, :]]).T.tolist()]
+    assert sorted(got) == sorted(expected)
 
     def recs(x) -> list:  # type: ignore[no-untyped-def]
         return sorted(
