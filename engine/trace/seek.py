@@ -131,6 +131,21 @@ def table_row(
 
 
 @njit(cache=True, nogil=True)
+def _table_hits(
+    q_codes: np.ndarray, q_keys: np.ndarray, table: np.ndarray, exact: bool
+) -> np.ndarray:
+    """For each batch of a seek table and each query, the index of its key or -1."""
+    nq, kk, nb = q_codes.shape[0], q_keys.shape[0], table.shape[0]
+    hits = np.empty((nb, nq), np.int64)
+    for b in range(nb):
+        nk = table[b, 6]
+        codes = carray(_int64_at(table[b, 0]), (nk,))
+        keys = carray(_int64_at(table[b, 1]), (kk, nk))
+        hits[b] = _find_all(q_codes, q_keys, codes, keys, exact)
+    return hits
+
+
+@njit(cache=True, nogil=True)
 def gather_spine(
     q_codes: np.ndarray,
     q_keys: np.ndarray,
@@ -144,15 +159,11 @@ def gather_spine(
     ``table`` has one row per batch: the addresses of its codes, keys, offsets, vals, times
     and diffs (C-contiguous int64 arrays that outlive the call), then its numbers of keys
     and records. ``kv`` and ``d`` are the numbers of value columns and time coordinates."""
-    nq, kk, nb = q_codes.shape[0], q_keys.shape[0], table.shape[0]
-    hits = np.empty((nb, nq), np.int64)
+    nq, nb = q_codes.shape[0], table.shape[0]
+    hits = _table_hits(q_codes, q_keys, table, exact)
     n = 0
     for b in range(nb):
-        nk = table[b, 6]
-        codes = carray(_int64_at(table[b, 0]), (nk,))
-        keys = carray(_int64_at(table[b, 1]), (kk, nk))
-        offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
-        hits[b] = _find_all(q_codes, q_keys, codes, keys, exact)
+        offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
         for i in range(nq):
             j = hits[b, i]
             if j >= 0:
@@ -202,14 +213,10 @@ def join_spine(
     batch. ``spec`` has a row per output column: (from the delta?, from the key?, column
     index among that side's key or value columns)."""
     nq, kk, d, nb = codes.shape[0], keys.shape[0], times.shape[0], table.shape[0]
-    hits = np.empty((nb, nq), np.int64)
+    hits = _table_hits(codes, keys, table, exact)
     n = 0
     for b in range(nb):
-        nk = table[b, 6]
-        o_codes = carray(_int64_at(table[b, 0]), (nk,))
-        o_keys = carray(_int64_at(table[b, 1]), (kk, nk))
-        o_offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
-        hits[b] = _find_all(codes, keys, o_codes, o_keys, exact)
+        o_offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
         for i in range(nq):
             j = hits[b, i]
             if j >= 0:
