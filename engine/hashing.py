@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
-__all__ = ["key_codes", "mix64"]
+__all__ = ["key_code_at", "key_codes", "mix64"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -33,3 +34,25 @@ def key_codes(keys: np.ndarray) -> np.ndarray:
     for row in keys:
         h = mix64(h ^ row.view(np.uint64))
     return h.view(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _mix64_scalar(x: np.uint64) -> np.uint64:
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def key_code_at(data: np.ndarray, key_cols: np.ndarray, i: int) -> int:
+    """:func:`key_codes` of row ``i`` of ``data``'s columns ``key_cols``, in compiled code."""
+    kk = key_cols.shape[0]
+    if kk == 0:
+        return 0
+    if kk == 1:
+        return data[key_cols[0], i]
+    h = np.uint64(0x9E3779B97F4A7C15)
+    for j in range(kk):
+        h = _mix64_scalar(h ^ np.uint64(data[key_cols[j], i]))
+    return np.int64(h)  # type: ignore[return-value]

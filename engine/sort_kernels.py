@@ -15,9 +15,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.hashing import key_code_at
+
 __all__ = [
     "COMPILED_BELOW",
     "PACKED_FROM",
+    "arrange_rows",
     "consolidate_hashed",
     "consolidate_order",
     "consolidate_rows_order",
@@ -336,3 +339,39 @@ def trace_arrays(
         for j in range(kk):
             u_keys[j, i] = o_keys[j, starts[i]]
     return u_codes, u_keys, starts[: u + 1].copy(), o_vals, o_times
+
+
+@njit(cache=True, nogil=True)
+def arrange_rows(
+    data: np.ndarray,
+    key_cols: np.ndarray,
+    val_cols: np.ndarray,
+    times: np.ndarray,
+    diffs: np.ndarray,
+    exact: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A trace batch's arrays (key codes, keys, offsets, vals, times, diffs) from update
+    rows in one call, for few rows: split the columns, hash the keys
+    (``hashing.key_codes``), sort and consolidate (:func:`consolidate_order`) and index
+    (:func:`trace_arrays`). The same as those steps called one by one."""
+    n = diffs.shape[0]
+    kk, kv, d = key_cols.shape[0], val_cols.shape[0], times.shape[0]
+    kr = 0 if exact else kk
+    rows = np.empty((1 + kr + kv + d, n), np.int64)
+    keys = np.empty((kk, n), np.int64)
+    vals = np.empty((kv, n), np.int64)
+    for i in range(n):
+        rows[0, i] = key_code_at(data, key_cols, i)
+        for j in range(kk):
+            keys[j, i] = data[key_cols[j], i]
+            if not exact:
+                rows[1 + j, i] = keys[j, i]
+        for j in range(kv):
+            vals[j, i] = data[val_cols[j], i]
+            rows[1 + kr + j, i] = vals[j, i]
+        for j in range(d):
+            rows[1 + kr + kv + j, i] = times[j, i]
+    first, sums = consolidate_order(rows, diffs)
+    codes = rows[0].copy()
+    u_codes, u_keys, offsets, o_vals, o_times = trace_arrays(first, codes, keys, vals, times, exact)
+    return u_codes, u_keys, offsets, o_vals, o_times, sums

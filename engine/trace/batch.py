@@ -16,10 +16,16 @@ import numpy as np
 from engine.batch import UpdateBatch
 from engine.hashing import key_codes
 from engine.lattice import Antichain, advance_by
-from engine.sort_kernels import consolidate_hashed, consolidate_rows_order, trace_arrays
+from engine.sort_kernels import (
+    PACKED_FROM,
+    arrange_rows,
+    consolidate_hashed,
+    consolidate_rows_order,
+    trace_arrays,
+)
 from engine.trace.layout import Layout
 from engine.trace.merge import merge_consolidate
-from engine.trace.seek import table_row
+from engine.trace.seek import table_row, unpack_table
 
 __all__ = ["TraceBatch"]
 
@@ -51,6 +57,17 @@ class TraceBatch:
     def from_updates(
         cls, layout: Layout, batch: UpdateBatch, since: Antichain | None = None
     ) -> TraceBatch:
+        if since is None and 0 < len(batch) < PACKED_FROM:  # few rows: one compiled call
+            return cls(
+                *arrange_rows(
+                    np.ascontiguousarray(batch.data),
+                    layout.key_index,
+                    layout.val_index,
+                    np.ascontiguousarray(batch.times),
+                    np.ascontiguousarray(batch.diffs),
+                    layout.exact_codes,
+                )
+            )
         keys, vals = layout.split(batch.data)
         return cls.from_records(
             layout, key_codes(keys), keys, vals, batch.times, batch.diffs, since
@@ -96,18 +113,14 @@ class TraceBatch:
             return cls.empty(layout, dims)
         if len(parts) == 1 and since is None:
             return parts[0]
-        rk = [p.record_keys() for p in parts]
-        codes = np.concatenate([p.codes[r] for p, r in zip(parts, rk, strict=True)])
-        keys = np.concatenate(
-            [np.take(p.keys, r, axis=1) for p, r in zip(parts, rk, strict=True)], axis=1
+        codes, keys, vals, times, diffs, bounds = unpack_table(
+            np.stack([p.addresses() for p in parts]),
+            len(layout.key_cols),
+            len(layout.val_cols),
+            dims,
+            since.elements if since is not None else np.zeros((0, dims), dtype=np.int64),
         )
-        vals = np.concatenate([p.vals for p in parts], axis=1)
-        times = np.concatenate([p.times for p in parts], axis=1)
-        diffs = np.concatenate([p.diffs for p in parts])
         # merging the sorted parts beats sorting their union, at every size measured
-        if since is not None:
-            times = advance_by(times, since)
-        bounds = np.cumsum([0, *(len(p) for p in parts)]).astype(np.int64)
         first, sums, ok = merge_consolidate(
             codes, keys, vals, times, diffs, bounds, layout.exact_codes
         )

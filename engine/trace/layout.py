@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +18,13 @@ class Layout:
     ncols: int
     key_cols: tuple[int, ...]
     val_cols: tuple[int, ...]
+    # the column tuples as int64 arrays, for compiled code
+    key_index: np.ndarray = field(init=False, compare=False, repr=False)
+    val_index: np.ndarray = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key_index", np.array(self.key_cols, dtype=np.int64))
+        object.__setattr__(self, "val_index", np.array(self.val_cols, dtype=np.int64))
 
     @classmethod
     def by_key(cls, ncols: int, key_cols: Sequence[int]) -> Layout:

@@ -18,7 +18,7 @@ import numpy as np
 from numba import carray, njit, types
 from numba.extending import intrinsic
 
-__all__ = ["gather_spine", "join_spine", "table_row"]
+__all__ = ["gather_spine", "join_spine", "table_row", "unpack_table"]
 
 
 def _int64_at_typing(typingctx: Any, address: Any) -> Any:
@@ -250,3 +250,50 @@ def join_spine(
                     out_d[p] = diffs[x] * o_diffs[y]
                     p += 1
     return data, out_t, out_d
+
+
+@njit(cache=True, nogil=True)
+def unpack_table(
+    table: np.ndarray, kk: int, kv: int, d: int, since: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every record of the batches of a :func:`gather_spine` table, one row per record:
+    (codes, keys, vals, times, diffs, bounds), batch ``b`` at ``bounds[b]:bounds[b+1]``.
+    Times are advanced by the frontier whose elements are the rows of ``since``
+    (``lattice.advance_by``; no rows: unchanged)."""
+    nb = table.shape[0]
+    bounds = np.zeros(nb + 1, np.int64)
+    for b in range(nb):
+        bounds[b + 1] = bounds[b] + table[b, 7]
+    n = bounds[nb]
+    codes = np.empty(n, np.int64)
+    keys = np.empty((kk, n), np.int64)
+    vals = np.empty((kv, n), np.int64)
+    times = np.empty((d, n), np.int64)
+    diffs = np.empty(n, np.int64)
+    for b in range(nb):
+        nk, nr = table[b, 6], table[b, 7]
+        b_codes = carray(_int64_at(table[b, 0]), (nk,))
+        b_keys = carray(_int64_at(table[b, 1]), (kk, nk))
+        offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
+        b_vals = carray(_int64_at(table[b, 3]), (kv, nr))
+        b_times = carray(_int64_at(table[b, 4]), (d, nr))
+        b_diffs = carray(_int64_at(table[b, 5]), (nr,))
+        base = bounds[b]
+        for j in range(nk):
+            for rec in range(offsets[j], offsets[j + 1]):
+                p = base + rec
+                codes[p] = b_codes[j]
+                for c in range(kk):
+                    keys[c, p] = b_keys[c, j]
+                for c in range(kv):
+                    vals[c, p] = b_vals[c, rec]
+                for c in range(d):
+                    t = b_times[c, rec]
+                    if since.shape[0]:
+                        best = max(t, since[0, c])
+                        for f in range(1, since.shape[0]):
+                            best = min(best, max(t, since[f, c]))
+                        t = best
+                    times[c, p] = t
+                diffs[p] = b_diffs[rec]
+    return codes, keys, vals, times, diffs, bounds

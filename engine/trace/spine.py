@@ -94,7 +94,7 @@ class Spine:
         self.batches: list[TraceBatch] = []
         self.readers: set[TraceReader] = set()
         self._since: Antichain | bool | None = False  # False: recompute on next use
-        self._table: tuple[tuple[TraceBatch, ...], np.ndarray] | None = None
+        self._table: tuple[tuple[TraceBatch, ...], np.ndarray] = ((), np.zeros((8, 8), np.int64))
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:
@@ -166,19 +166,27 @@ class Spine:
         return TraceBatch.merge(self.layout, list(self.batches), self.since())
 
     def seek_table(self) -> np.ndarray:
-        """One row per batch for the compiled seeks (``TraceBatch.addresses``); rebuilt
-        when the batches change, and kept with the batches it points into."""
+        """One row per batch for the compiled seeks (``TraceBatch.addresses``), kept with
+        the batches it points into. Rows are rewritten only from the first batch that
+        changed since the last call (usually only the newest)."""
         batches = self.batches
-        cached = self._table
-        if (
-            cached is None
-            or len(cached[0]) != len(batches)
-            or any(a is not b for a, b in zip(cached[0], batches, strict=True))
-        ):
-            rows = [b.addresses() for b in batches]
-            table = np.stack(rows) if rows else np.zeros((0, 8), dtype=np.int64)
-            cached = self._table = (tuple(batches), table)
-        return cached[1]
+        held, table = self._table
+        n = len(batches)
+        same = 0
+        for a, b in zip(held, batches, strict=False):  # either may be longer
+            if a is not b:
+                break
+            same += 1
+        if same == n == len(held):
+            return table[:n]
+        if table.shape[0] < n:
+            grown = np.zeros((2 * n, table.shape[1]), dtype=np.int64)
+            grown[:same] = table[:same]
+            table = grown
+        for i in range(same, n):
+            table[i] = batches[i].addresses()
+        self._table = (tuple(batches), table)
+        return table[:n]
 
     def gather(self, q_codes: np.ndarray, q_keys: np.ndarray) -> History:
         """All records of the query keys (``owner`` indexes the queries), batch by batch,

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from engine.batch import UpdateBatch
 from engine.consolidate import consolidate
+from engine.hashing import key_codes
 from engine.lattice import Antichain
 from engine.trace import Layout, Spine, TraceBatch
 from engine.trace.spine import SMALL_BATCHES, SMALL_RECORDS
@@ -211,3 +212,22 @@ def test_merging_sorted_batches_equals_sorting_their_union(
     )
     for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
         assert np.array_equal(getattr(by_sort, name), getattr(by_merge, name)), name
+
+
+@given(
+    batch_rows,
+    st.sampled_from([[], [0], [1], [0, 1], [2, 0], [0, 1, 2]]),
+    st.booleans(),
+)
+def test_compiled_arrange_equals_the_steps(rows: list, key_cols: list, wide: bool) -> None:
+    """Few rows arrange in one compiled call (hash, sort, consolidate, index); it builds the
+    same batch as hashing, sorting and indexing step by step, for exact and hashed keys."""
+    layout = Layout.by_key(3, key_cols)
+    a = np.asarray(rows, dtype=np.int64).reshape(-1, 6).T
+    data = a[:3] * (np.int64(-(1 << 61)) if wide else 1)
+    batch = UpdateBatch.build(data, a[3:5], a[5])
+    compiled = TraceBatch.from_updates(layout, batch)
+    keys, vals = layout.split(batch.data)
+    steps = TraceBatch.from_records(layout, key_codes(keys), keys, vals, batch.times, batch.diffs)
+    for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
+        assert np.array_equal(getattr(steps, name), getattr(compiled, name)), name
