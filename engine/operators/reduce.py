@@ -23,6 +23,7 @@ import numpy as np
 
 from engine.consolidate import group_starts, lex_order
 from engine.errors import SchemaError
+from engine.lattice import Antichain
 from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
 from engine.operators.reduce_kernels import (
     KernelContext,
@@ -31,6 +32,7 @@ from engine.operators.reduce_kernels import (
     consolidate_rows,
 )
 from engine.operators.reduce_scalar import scalar_differences
+from engine.operators.reduce_set import set_step
 from engine.operators.reduce_times import Grid, candidates
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
@@ -81,6 +83,14 @@ class Reduce(Operator):
         self.spine = Spine(layout, self.dims, name)
         self.own = self.spine.reader(name=name)
         self.delta: TraceBatch | None = None
+        # set-like kernels over keys alone step in one compiled call: their threshold
+        at_least = kernel.set_threshold()
+        self.set_like = (
+            at_least
+            if at_least is not None and not self.in_layout.val_cols and not layout.val_cols
+            else 0
+        )
+        self._no_delta = TraceBatch.empty(self.in_layout, self.dims)
         kk = len(layout.key_cols)
         self.p_codes = np.zeros(0, dtype=np.int64)
         self.p_keys = np.zeros((kk, 0), dtype=np.int64)
@@ -104,6 +114,43 @@ class Reduce(Operator):
         self.delta = None
         self.output = None
         delta = self.source.delta()
+        if not (self.set_like and self._set_step(delta, frontier)):
+            self._step(delta, frontier)
+        f = self.compaction_frontier()
+        self.source.advance(f)
+        self.own.advance(f)
+
+    def _set_step(self, delta: TraceBatch | None, frontier: Antichain) -> bool:
+        """The whole step in one compiled call (``reduce_set``), when it applies."""
+        if delta is None:
+            delta = self._no_delta
+        applies, p_codes, p_keys, p_times, codes, keys, offsets, times, diffs = set_step(
+            delta.codes,
+            delta.keys,
+            delta.offsets,
+            delta.times,
+            self.p_codes,
+            self.p_keys,
+            self.p_times,
+            self.source.spine.seek_table(),
+            self.spine.seek_table(),
+            frontier.elements,
+            self.in_layout.exact_codes,
+            self.set_like,
+        )
+        if not applies:
+            return False
+        self.p_codes, self.p_keys, self.p_times = p_codes, p_keys, p_times
+        if diffs.shape[0]:
+            batch = TraceBatch(
+                codes, keys, offsets, np.zeros((0, diffs.shape[0]), np.int64), times, diffs
+            )
+            self.spine.insert(batch)
+            self.delta = batch
+            self.output = batch.to_updates(self.layout)
+        return True
+
+    def _step(self, delta: TraceBatch | None, frontier: Antichain) -> None:
         codes, keys, times = [], [], []
         if delta is not None:
             rk = delta.record_keys()
@@ -128,9 +175,6 @@ class Reduce(Operator):
             self._update(
                 np.concatenate(codes), np.concatenate(keys, axis=1), np.concatenate(times, axis=1)
             )
-        f = self.compaction_frontier()
-        self.source.advance(f)
-        self.own.advance(f)
 
     def _update(self, codes: np.ndarray, keys: np.ndarray, times: np.ndarray) -> None:
         exact = self.in_layout.exact_codes

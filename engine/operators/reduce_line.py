@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["line_candidates", "line_grid"]
+__all__ = ["line_candidates", "line_grid", "pinned_round"]
 
 _INF = np.iinfo(np.int64).max
 
@@ -145,6 +145,26 @@ def line_candidates(
 
 
 @njit(cache=True, nogil=True)
+def pinned_round(new_times: np.ndarray, felems: np.ndarray) -> int:
+    """The shape :func:`line_grid` applies to: 0 for one dimensional times; for two, the
+    iteration ``r`` when every new time has it and the frontier holds ``(0, r + 1)`` (a
+    loop round); -1 otherwise (or with no new times)."""
+    d = new_times.shape[0]
+    if d == 1:
+        return 0
+    if d != 2 or new_times.shape[1] == 0:
+        return -1
+    r = new_times[1, 0]
+    for i in range(new_times.shape[1]):
+        if new_times[1, i] != r:
+            return -1
+    for e in range(felems.shape[0]):
+        if felems[e, 0] == 0 and felems[e, 1] == r + 1:
+            return r
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def line_grid(
     nkeys: int,
     new_owner: np.ndarray,
@@ -161,19 +181,8 @@ def line_grid(
     d = new_times.shape[0]
     z1 = np.zeros(0, np.int64)
     z2 = np.zeros((d, 0), np.int64)
-    r = 0
-    if d == 2:
-        r = new_times[1, 0]
-        for i in range(new_times.shape[1]):
-            if new_times[1, i] != r:
-                return False, z1, z2, z2, z1, z2
-        found = False
-        for e in range(felems.shape[0]):
-            if felems[e, 0] == 0 and felems[e, 1] == r + 1:
-                found = True
-        if not found:
-            return False, z1, z2, z2, z1, z2
-    elif d != 1:
+    r = pinned_round(new_times, felems)
+    if r < 0:
         return False, z1, z2, z2, z1, z2
     c_owner, c_t0, nb, p_o, p_0, p_1 = line_candidates(
         nkeys,
