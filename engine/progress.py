@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+from numba import njit
 
 from engine.lattice import Antichain
 
-__all__ = ["meet_all", "rest_frontier", "round_frontier"]
+__all__ = ["earliest_ready_round", "meet_all", "rest_frontier", "round_frontier"]
 
 
 def meet_all(frontiers: Iterable[Antichain], dims: int) -> Antichain:
@@ -52,3 +53,29 @@ def round_frontier(parent: Antichain, round_: int) -> Antichain:
     if (extended[:, :-1] == 0).all(axis=1).any():  # (0.., 0) <= the bump: it is the frontier
         return Antichain(extended, dims)
     return Antichain.trusted(np.concatenate([bump, extended]), dims)  # bump sorts first
+
+
+@njit(cache=True, nogil=True)
+def earliest_ready_round(pending: np.ndarray, felems: np.ndarray, after: int) -> int:
+    """The least iteration ``> after`` among loop-scope times ``pending`` (``(d + 1, m)``)
+    whose parent part is complete at the parent frontier ``felems`` (``(e, d)``): the next
+    round with work owed; -1 when there is none."""
+    d = pending.shape[0] - 1
+    best = -1
+    for i in range(pending.shape[1]):
+        it = pending[d, i]
+        if it <= after or (best >= 0 and it >= best):
+            continue
+        complete = True
+        for e in range(felems.shape[0]):
+            le = True
+            for c in range(d):
+                if felems[e, c] > pending[c, i]:
+                    le = False
+                    break
+            if le:
+                complete = False
+                break
+        if complete:
+            best = it
+    return best

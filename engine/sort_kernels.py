@@ -21,6 +21,7 @@ __all__ = [
     "COMPILED_BELOW",
     "PACKED_FROM",
     "arrange_rows",
+    "consolidate_columns",
     "consolidate_hashed",
     "consolidate_order",
     "consolidate_rows_order",
@@ -229,6 +230,26 @@ def consolidate_order(keys: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, 
             sums[m] = sums[j]
             m += 1
     return first[:m], sums[:m]
+
+
+@njit(cache=True, nogil=True)
+def consolidate_columns(
+    data: np.ndarray, times: np.ndarray, diffs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An update batch's (data, times, diffs) consolidated in one call, for few rows:
+    :func:`consolidate_order` of the rows ``[*data, *times]``, then the surviving columns."""
+    k, d, n = data.shape[0], times.shape[0], diffs.shape[0]
+    rows = np.empty((k + d, n), np.int64)
+    rows[:k] = data
+    rows[k:] = times
+    first, sums = consolidate_order(rows, diffs)
+    m = first.shape[0]
+    o_data = np.empty((k, m), np.int64)
+    o_times = np.empty((d, m), np.int64)
+    for i in range(m):
+        o_data[:, i] = data[:, first[i]]
+        o_times[:, i] = times[:, first[i]]
+    return o_data, o_times, sums
 
 
 def lexsort_consolidate(rows: list[np.ndarray], diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ from engine.consolidate import consolidate
 from engine.errors import IterationLimitError
 from engine.lattice import Antichain
 from engine.operators.base import Operator, Scope
-from engine.progress import round_frontier
+from engine.progress import earliest_ready_round, round_frontier
 
 __all__ = ["DEFAULT_ROUND_LIMIT", "Enter", "Leave", "LoopRegion", "Variable"]
 
@@ -98,8 +98,15 @@ class Variable(Operator):
         fb = fb.with_times(times)
         if max_iterations is not None:
             fb = fb.take(times[-1] <= max_iterations)
-        for it in np.unique(fb.times[-1]).tolist():
-            self.buffer.setdefault(int(it), []).append(fb.take(fb.times[-1] == it))
+        its = fb.times[-1]
+        if not len(fb):
+            return
+        lo = int(its.min())
+        if lo == int(its.max()):  # the usual case: one iteration
+            self.buffer.setdefault(lo, []).append(fb)
+            return
+        for it in np.unique(its).tolist():
+            self.buffer.setdefault(int(it), []).append(fb.take(its == it))
 
     def pending_times(self) -> np.ndarray:
         if not self.buffer:
@@ -130,6 +137,10 @@ class LoopRegion(Operator):
         self.results: dict[str, UpdateBatch | None] = {v.name: None for v in self.variables}
         self.prev_frontier = Antichain.minimum(self.dims)
         self.enters = [op for op in inner.operators if isinstance(op, Enter)]
+        # the inner operators that can owe work at later times
+        self.owing = [
+            op for op in inner.operators if type(op).pending_times is not Operator.pending_times
+        ]
 
     def _rest(self) -> Antichain:
         if self.scope.is_loop:
@@ -138,20 +149,14 @@ class LoopRegion(Operator):
         return self.prev_frontier.extend(0)
 
     def _next_round(self, frontier: Antichain, after: int) -> int | None:
-        best: int | None = None
-        for op in self.inner.operators:
+        best = -1
+        for op in self.owing:
             p = op.pending_times()
-            if p.shape[1] == 0:
-                continue
-            ready = (
-                frontier.complete(p[:-1]) if not frontier.is_empty else np.ones(p.shape[1], bool)
-            )
-            its = p[-1][ready]
-            its = its[its > after]
-            if its.shape[0]:
-                m = int(its.min())
-                best = m if best is None else min(best, m)
-        return best
+            if p.shape[1]:
+                r = earliest_ready_round(p, frontier.elements, after)
+                if r >= 0 and (best < 0 or r < best):
+                    best = r
+        return None if best < 0 else best
 
     def run(self) -> None:
         frontier = self.input_frontier()
@@ -187,7 +192,7 @@ class LoopRegion(Operator):
         self.prev_frontier = frontier
 
     def pending_times(self) -> np.ndarray:
-        parts = [op.pending_times()[:-1] for op in self.inner.operators]
+        parts = [op.pending_times()[:-1] for op in self.owing]
         parts = [p for p in parts if p.shape[1]]
         if not parts:
             return np.zeros((self.dims, 0), dtype=np.int64)
