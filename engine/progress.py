@@ -25,7 +25,13 @@ from numba import njit
 
 from engine.lattice import Antichain
 
-__all__ = ["earliest_ready_round", "meet_all", "rest_frontier", "round_frontier"]
+__all__ = [
+    "RoundFrontiers",
+    "earliest_ready_round",
+    "meet_all",
+    "rest_frontier",
+    "round_frontier",
+]
 
 
 def meet_all(frontiers: Iterable[Antichain], dims: int) -> Antichain:
@@ -41,18 +47,33 @@ def rest_frontier(parent: Antichain) -> Antichain:
     return parent.extend(0)
 
 
+class RoundFrontiers:
+    """The frontiers of a loop scope's rounds (:func:`round_frontier`) for one parent
+    frontier: the parent part is built once, each round only sets its bump."""
+
+    __slots__ = ("dims", "fixed", "rows")
+
+    def __init__(self, parent: Antichain) -> None:
+        dims = self.dims = parent.dims + 1
+        extended = np.zeros((parent.elements.shape[0], dims), dtype=np.int64)
+        extended[:, :-1] = parent.elements
+        self.fixed: Antichain | None = None
+        if (extended[:, :-1] == 0).all(axis=1).any():  # (0.., 0) <= every bump: the frontier
+            self.fixed = Antichain(extended, dims)
+        # the bump (0, ..., 0, r + 1) first, then the parent's elements extended by 0
+        self.rows = np.concatenate([np.zeros((1, dims), dtype=np.int64), extended])
+
+    def at(self, round_: int) -> Antichain:
+        if self.fixed is not None:
+            return self.fixed
+        rows = self.rows.copy()
+        rows[0, -1] = round_ + 1
+        return Antichain.trusted(rows, self.dims)  # incomparable: the bump sorts first
+
+
 def round_frontier(parent: Antichain, round_: int) -> Antichain:
     """The frontier of a loop scope after round ``round_`` has delivered its inputs."""
-    dims = parent.dims + 1
-    bump = np.zeros((1, dims), dtype=np.int64)
-    bump[0, -1] = round_ + 1
-    if parent.is_empty:
-        return Antichain(bump, dims)
-    extended = np.zeros((parent.elements.shape[0], dims), dtype=np.int64)
-    extended[:, :-1] = parent.elements
-    if (extended[:, :-1] == 0).all(axis=1).any():  # (0.., 0) <= the bump: it is the frontier
-        return Antichain(extended, dims)
-    return Antichain.trusted(np.concatenate([bump, extended]), dims)  # bump sorts first
+    return RoundFrontiers(parent).at(round_)
 
 
 @njit(cache=True, nogil=True)

@@ -25,7 +25,7 @@ from engine.consolidate import consolidate
 from engine.errors import IterationLimitError
 from engine.lattice import Antichain
 from engine.operators.base import Operator, Scope
-from engine.progress import earliest_ready_round, round_frontier
+from engine.progress import RoundFrontiers, earliest_ready_round
 
 __all__ = ["DEFAULT_ROUND_LIMIT", "Enter", "Leave", "LoopRegion", "Variable"]
 
@@ -167,9 +167,10 @@ class LoopRegion(Operator):
         entering = any(e.outer.output is not None and len(e.outer.output) for e in self.enters)
         r = 0 if entering else self._next_round(frontier, -1)
         rounds = 0
+        round_frontiers = RoundFrontiers(frontier)
         while r is not None:
             inner.round = r
-            inner.frontier = round_frontier(frontier, r)
+            inner.frontier = round_frontiers.at(r)
             for op in inner.operators:
                 op.run()
             for v in self.variables:

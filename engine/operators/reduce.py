@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.batch import UpdateBatch
 from engine.consolidate import group_starts, lex_order
 from engine.errors import SchemaError
 from engine.lattice import Antichain
@@ -124,7 +125,7 @@ class Reduce(Operator):
         """The whole step in one compiled call (``reduce_set``), when it applies."""
         if delta is None:
             delta = self._no_delta
-        applies, p_codes, p_keys, p_times, codes, keys, offsets, times, diffs = set_step(
+        applies, p_codes, p_keys, p_times, codes, keys, offsets, times, diffs, rows = set_step(
             delta.codes,
             delta.keys,
             delta.offsets,
@@ -137,6 +138,7 @@ class Reduce(Operator):
             frontier.elements,
             self.in_layout.exact_codes,
             self.set_like,
+            self.layout.key_index,
         )
         if not applies:
             return False
@@ -147,7 +149,7 @@ class Reduce(Operator):
             )
             self.spine.insert(batch)
             self.delta = batch
-            self.output = batch.to_updates(self.layout)
+            self.output = UpdateBatch(rows, times, diffs)
         return True
 
     def _step(self, delta: TraceBatch | None, frontier: Antichain) -> None:

@@ -103,8 +103,10 @@ def set_step(
     felems: np.ndarray,
     exact: bool,
     at_least: int,
+    columns: np.ndarray,
 ) -> tuple[
     bool,
+    np.ndarray,
     np.ndarray,
     np.ndarray,
     np.ndarray,
@@ -117,8 +119,9 @@ def set_step(
     """One reduce step: the input delta (a trace batch's codes, keys, offsets and times)
     and the pending (code, key, time) triples in, against the input and output spines
     (``gather_spine`` tables) at frontier ``felems``. Returns (applies, pending codes, keys
-    and times, output codes, keys, offsets, times and diffs); the output is a trace batch
-    of differences at distinct times, already in trace order. When it does not apply,
+    and times, output codes, keys, offsets, times and diffs, output rows); the output is a
+    trace batch of differences at distinct times, already in trace order, and its rows are
+    its keys expanded per record, key column ``j`` as row ``columns[j]``. When it does not apply,
     everything after the flag is empty and nothing has been decided."""
     kk, d = d_keys.shape[0], d_times.shape[0]
     n_delta, n_pend = d_times.shape[1], p_codes.shape[0]
@@ -160,7 +163,7 @@ def set_step(
             nn += 1
     n_times = n_times[:, :nn].copy()
     if nn and pinned_round(n_times, felems) < 0:
-        return False, z1, zk, zt, z1, zk, z1, zt, z1
+        return False, z1, zk, zt, z1, zk, z1, zt, z1, zk
     # the distinct keys, in trace order; owner: each new time's key
     kr = 0 if exact else kk
     rows = np.empty((1 + kr, nn), np.int64)
@@ -210,6 +213,7 @@ def set_step(
     out_keys = np.empty((kk, u), np.int64)
     out_offsets = np.empty(u + 1, np.int64)
     out_times = np.empty((d, m), np.int64)
+    out_rows = np.empty((kk, m), np.int64)
     u = 0
     for i in range(m):
         if i == 0 or ko[i] != ko[i - 1]:
@@ -218,6 +222,8 @@ def set_step(
             out_offsets[u] = i
             u += 1
         out_times[:, i] = c_times[:, c[i]]
+        for j in range(kk):
+            out_rows[columns[j], i] = k_keys[j, ko[i]]
     out_offsets[u] = m
     # pending: what waits, plus the grid's new pending times; distinct and sorted
     ng = g_owner.shape[0]
@@ -245,4 +251,5 @@ def set_step(
         out_offsets,
         out_times,
         diffs,
+        out_rows,
     )
