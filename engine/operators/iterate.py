@@ -68,6 +68,8 @@ class Variable(Operator):
         self.name = name
         self.body: Operator | None = None
         self.buffer: dict[int, list[UpdateBatch]] = {}
+        self.next_iteration = np.zeros((self.dims, 1), dtype=np.int64)  # adds 1 to the last
+        self.next_iteration[-1] = 1
 
     def run(self) -> None:
         self.frontier = self.input_frontier()
@@ -93,17 +95,17 @@ class Variable(Operator):
         fb = consolidate(UpdateBatch.concat(parts, self.ncols, self.dims))
         if not len(fb):
             return
-        times = fb.times.copy()
-        times[-1] += 1
-        fb = fb.with_times(times)
+        times = fb.times + self.next_iteration
         if max_iterations is not None:
-            fb = fb.take(times[-1] <= max_iterations)
-        its = fb.times[-1]
-        if not len(fb):
-            return
-        lo = int(its.min())
-        if lo == int(its.max()):  # the usual case: one iteration
-            self.buffer.setdefault(lo, []).append(fb)
+            keep = times[-1] <= max_iterations
+            times, fb = times[:, keep], fb.take(keep)
+            if not len(fb):
+                return
+        fb = UpdateBatch(fb.data, times, fb.diffs)
+        its = times[-1]
+        first = int(its[0])
+        if (its == first).all():  # the usual case: one iteration
+            self.buffer.setdefault(first, []).append(fb)
             return
         for it in np.unique(its).tolist():
             self.buffer.setdefault(int(it), []).append(fb.take(its == it))

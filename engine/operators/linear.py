@@ -36,12 +36,18 @@ class Map(Operator):
         if len(exprs) != len(schema):
             raise SchemaError("select needs one expression per output column")
         self.exprs = list(exprs)
+        # a projection (every output a plain input column) is one take
+        plain = all(e.column is not None for e in self.exprs)
+        self.columns = np.array([e.column for e in self.exprs], dtype=np.int64) if plain else None
 
     def run(self) -> None:
         batch = self.inputs[0].output
         self.frontier = self.input_frontier()
         if batch is None:
             self.output = None
+            return
+        if self.columns is not None:
+            self.output = UpdateBatch(batch.data[self.columns], batch.times, batch.diffs)
             return
         ctx = _context(self, batch)
         data = np.empty((len(self.exprs), len(batch)), dtype=np.int64)
