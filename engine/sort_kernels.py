@@ -25,6 +25,7 @@ __all__ = [
     "consolidate_hashed",
     "consolidate_order",
     "consolidate_rows_order",
+    "lex_argsort",
     "lexsort_consolidate",
     "packed_order",
     "packed_sort",
@@ -197,14 +198,55 @@ def _groups(
 
 
 @njit(cache=True, nogil=True)
-def consolidate_order(keys: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def lex_argsort(keys: np.ndarray) -> np.ndarray:
+    """The stable lexicographic order of the columns of ``keys`` (``(r, n)``, row 0 most
+    significant), in compiled code: one sort of packed integers (each row's ``value -
+    min`` in as many bits as its range needs, the column index in the low bits) when they
+    fit in 63 bits, else a stable merge sort per row, least significant first."""
     r, n = keys.shape
+    ib = 1
+    while (1 << ib) < n:
+        ib += 1
+    lows = np.empty(r, np.int64)
+    bits = np.empty(r, np.int64)
+    total = ib
+    for k in range(r):
+        lo, hi = _span(keys[k]) if n else (0, 0)
+        span = hi - lo
+        b = 0
+        if span < 0:  # the range overflowed int64
+            b = 64
+        while b < 63 and (span >> b) > 0:
+            b += 1
+        lows[k] = lo
+        bits[k] = b
+        total += b
+    if total <= 63:
+        packed = np.empty(n, np.int64)
+        for i in range(n):
+            v = 0
+            for k in range(r):
+                v = (v << bits[k]) | (keys[k, i] - lows[k])
+            packed[i] = (v << ib) | i
+        packed.sort()
+        order = np.empty(n, np.int64)
+        mask = (1 << ib) - 1
+        for i in range(n):
+            order[i] = packed[i] & mask
+        return order
     order = np.arange(n)
     for k in range(r - 1, -1, -1):
         col = np.empty(n, np.int64)
         for i in range(n):
             col[i] = keys[k, order[i]]
         order = order[np.argsort(col, kind="mergesort")]
+    return order
+
+
+@njit(cache=True, nogil=True)
+def consolidate_order(keys: np.ndarray, diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r, n = keys.shape
+    order = lex_argsort(keys)
     first = np.empty(n, np.int64)
     sums = np.empty(n, np.int64)
     g = -1

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.sort_kernels import lex_argsort
+
 __all__ = ["line_candidates", "line_grid", "pinned_round"]
 
 _INF = np.iinfo(np.int64).max
@@ -60,8 +62,10 @@ def line_candidates(
         lo_v[m] = new_t0[i]
         m += 1
     lo_o, lo_v = lo_o[:m], lo_v[:m]
-    order = np.argsort(lo_v, kind="mergesort")
-    order = order[np.argsort(lo_o[order], kind="mergesort")]
+    pairs = np.empty((2, m), np.int64)
+    pairs[0] = lo_o
+    pairs[1] = lo_v
+    order = lex_argsort(pairs)
     o = np.empty(m, np.int64)
     v = np.empty(m, np.int64)
     L = 0
@@ -129,9 +133,11 @@ def line_candidates(
             p_1[np_] = best[k] if d == 2 else 0
             np_ += 1
     p_o, p_0, p_1 = p_o[:np_], p_0[:np_], p_1[:np_]
-    order = np.argsort(p_1, kind="mergesort")
-    order = order[np.argsort(p_0[order], kind="mergesort")]
-    order = order[np.argsort(p_o[order], kind="mergesort")]
+    triples = np.empty((3, np_), np.int64)
+    triples[0] = p_o
+    triples[1] = p_0
+    triples[2] = p_1
+    order = lex_argsort(triples)
     keep = np.zeros(np_, np.bool_)
     for i in range(np_):
         a = order[i]

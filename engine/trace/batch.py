@@ -25,7 +25,7 @@ from engine.sort_kernels import (
 )
 from engine.trace.layout import Layout
 from engine.trace.merge import merge_consolidate
-from engine.trace.seek import table_row, unpack_table
+from engine.trace.seek import radix_index, table_row, unpack_table
 
 __all__ = ["TraceBatch"]
 
@@ -39,6 +39,7 @@ class TraceBatch:
     times: np.ndarray
     diffs: np.ndarray
     table_row: np.ndarray | None = field(default=None, compare=False, repr=False)
+    radix: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -131,13 +132,16 @@ class TraceBatch:
     # -- access -------------------------------------------------------------------------
     def addresses(self) -> np.ndarray:
         """This batch's row of a compiled seek table (``trace.seek.gather_spine``): the
-        addresses of its six arrays, its number of keys and of records. Computed once: the
+        addresses of its six arrays, its number of keys and of records, and its radix index
+        (``trace.seek.radix_index``, for big batches). Computed once: the
         batch is immutable, and its arrays live as long as it does."""
         if self.table_row is None:
             arrays = (self.codes, self.keys, self.offsets, self.vals, self.times, self.diffs)
             if not all(a.flags.c_contiguous and a.dtype == np.int64 for a in arrays):
                 raise ValueError("trace batch arrays must be C-contiguous int64")
-            object.__setattr__(self, "table_row", table_row(*arrays))
+            radix, shift = radix_index(self.codes)
+            object.__setattr__(self, "radix", radix)  # kept alive with the batch
+            object.__setattr__(self, "table_row", table_row(*arrays, radix, shift))
         return self.table_row  # type: ignore[return-value]
 
     def __len__(self) -> int:

@@ -18,7 +18,15 @@ import numpy as np
 from numba import carray, njit, types
 from numba.extending import intrinsic
 
-__all__ = ["gather_spine", "join_spine", "table_row", "unpack_table"]
+__all__ = [
+    "RADIX_FROM",
+    "ROW_WIDTH",
+    "gather_spine",
+    "join_spine",
+    "radix_index",
+    "table_row",
+    "unpack_table",
+]
 
 
 def _int64_at_typing(typingctx: Any, address: Any) -> Any:
@@ -91,10 +99,17 @@ def _find(
 
 @njit(cache=True, nogil=True)
 def _find_all(
-    q_codes: np.ndarray, q_keys: np.ndarray, codes: np.ndarray, keys: np.ndarray, exact: bool
+    q_codes: np.ndarray,
+    q_keys: np.ndarray,
+    codes: np.ndarray,
+    keys: np.ndarray,
+    exact: bool,
+    radix: np.ndarray,
+    shift: int,
 ) -> np.ndarray:
     """For each query, the index of its key in the batch or -1. Queries may come in any
-    order; runs of ascending codes (the usual case: queries are sorted keys) gallop."""
+    order; runs of ascending codes (the usual case: queries are sorted keys) gallop, or
+    read a bucket of the batch's radix index when it has one (``radix`` not empty)."""
     nq = q_codes.shape[0]
     hit = np.empty(nq, np.int64)
     base = 0
@@ -102,9 +117,77 @@ def _find_all(
         code = q_codes[i]
         if i > 0 and code < q_codes[i - 1]:
             base = 0
-        base = _lower_bound(codes, code, base)
+        if radix.shape[0]:
+            base = _radix_lower_bound(codes, code, base, radix, shift)
+        else:
+            base = _lower_bound(codes, code, base)
         hit[i] = _find(base, code, q_keys, i, codes, keys, exact)
     return hit
+
+
+ROW_WIDTH = 10  # columns of a seek table row (see table_row)
+RADIX_FROM = 4096  # keys: from here a batch's seeks start from a radix index of its codes
+_RADIX_SPREAD = 8  # keys per radix bucket, on average
+
+
+@njit(cache=True, nogil=True)
+def _radix_size(n: int) -> int:
+    """Entries of the radix index of ``n`` codes (buckets + 1)."""
+    buckets = 1
+    while buckets * _RADIX_SPREAD < n:
+        buckets *= 2
+    return buckets + 1
+
+
+@njit(cache=True, nogil=True)
+def radix_index(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """For sorted ``codes`` of a big batch: (``first``, ``shift``) where bucket ``b`` holds
+    the codes whose offset from the least code, shifted right by ``shift``, is ``b``, and
+    ``first[b]`` is the position of its first code (``first[-1]`` = the number of codes). A
+    seek reads one bucket instead of searching the whole array: key codes are hashes or
+    dense ids, so buckets hold a few codes each (skewed codes only make some buckets
+    bigger, and those are binary searched). Empty below ``RADIX_FROM`` codes."""
+    n = codes.shape[0]
+    if n < RADIX_FROM:
+        return np.zeros(0, np.int64), 0
+    buckets = _radix_size(n) - 1
+    span = np.uint64(codes[n - 1]) - np.uint64(codes[0])
+    shift = 0
+    while shift < 64 and (span >> np.uint64(shift)) >= np.uint64(buckets):
+        shift += 1
+    first = np.empty(buckets + 1, np.int64)
+    b = 0
+    for i in range(n):
+        bi = np.int64((np.uint64(codes[i]) - np.uint64(codes[0])) >> np.uint64(shift))
+        while b <= bi:
+            first[b] = i
+            b += 1
+    while b <= buckets:
+        first[b] = n
+        b += 1
+    return first, shift
+
+
+@njit(cache=True, nogil=True)
+def _radix_lower_bound(
+    codes: np.ndarray, code: int, base: int, first: np.ndarray, shift: int
+) -> int:
+    """:func:`_lower_bound` through a :func:`radix_index`: one bucket, binary searched."""
+    m = codes.shape[0]
+    if base >= m or codes[base] >= code:
+        return base
+    if code > codes[m - 1]:
+        return m
+    b = np.int64((np.uint64(code) - np.uint64(codes[0])) >> np.uint64(shift))
+    lo = max(first[b], base)
+    hi = first[b + 1]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if codes[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @njit(cache=True, nogil=True)
@@ -115,10 +198,12 @@ def table_row(
     vals: np.ndarray,
     times: np.ndarray,
     diffs: np.ndarray,
+    radix: np.ndarray,
+    shift: int,
 ) -> np.ndarray:
     """A batch's row of a :func:`gather_spine` table: its arrays' addresses, its numbers of
-    keys and records."""
-    row = np.empty(8, np.int64)
+    keys and records, and its :func:`radix_index` (address, shift; 0, 0 without one)."""
+    row = np.empty(ROW_WIDTH, np.int64)
     row[0] = codes.ctypes.data
     row[1] = keys.ctypes.data
     row[2] = offsets.ctypes.data
@@ -127,6 +212,8 @@ def table_row(
     row[5] = diffs.ctypes.data
     row[6] = codes.shape[0]
     row[7] = diffs.shape[0]
+    row[8] = radix.ctypes.data if radix.shape[0] else 0
+    row[9] = shift
     return row
 
 
@@ -137,11 +224,15 @@ def _table_hits(
     """For each batch of a seek table and each query, the index of its key or -1."""
     nq, kk, nb = q_codes.shape[0], q_keys.shape[0], table.shape[0]
     hits = np.empty((nb, nq), np.int64)
+    no_radix = np.zeros(0, np.int64)
     for b in range(nb):
         nk = table[b, 6]
         codes = carray(_int64_at(table[b, 0]), (nk,))
         keys = carray(_int64_at(table[b, 1]), (kk, nk))
-        hits[b] = _find_all(q_codes, q_keys, codes, keys, exact)
+        radix = no_radix
+        if table[b, 8] != 0:
+            radix = carray(_int64_at(table[b, 8]), (_radix_size(nk),))
+        hits[b] = _find_all(q_codes, q_keys, codes, keys, exact, radix, table[b, 9])
     return hits
 
 

@@ -24,7 +24,7 @@ from engine.lattice import Antichain
 from engine.trace.batch import TraceBatch
 from engine.trace.cursor import expand_ranges, match_keys
 from engine.trace.layout import Layout
-from engine.trace.seek import gather_spine
+from engine.trace.seek import ROW_WIDTH, gather_spine
 
 __all__ = ["SMALL_BATCHES", "SMALL_RECORDS", "History", "Spine", "TraceReader"]
 
@@ -94,7 +94,10 @@ class Spine:
         self.batches: list[TraceBatch] = []
         self.readers: set[TraceReader] = set()
         self._since: Antichain | bool | None = False  # False: recompute on next use
-        self._table: tuple[tuple[TraceBatch, ...], np.ndarray] = ((), np.zeros((8, 8), np.int64))
+        self._table: tuple[tuple[TraceBatch, ...], np.ndarray] = (
+            (),
+            np.zeros((8, ROW_WIDTH), np.int64),
+        )
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:

@@ -438,3 +438,54 @@ def test_one_call_set_step_equals_the_general_path(edges: list, steps: list) -> 
                 got[(root, node)] += n
         assert {k for k, n in got.items() if n} == want
         assert all(n == 1 for n in got.values() if n)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["hashed", "dense", "skewed", "negative"]),
+    st.integers(0, 40),
+)
+def test_seeks_through_a_radix_index_find_every_key(seed: int, codes: str, extra: int) -> None:
+    """A batch of at least ``RADIX_FROM`` keys seeks through its radix index; every query
+    (present keys, absent keys, keys below and above the batch's range) finds what numpy
+    finds, for hashed two-column keys and for exact codes dense, skewed and negative."""
+    from engine.trace.seek import RADIX_FROM
+
+    rng = np.random.default_rng(seed)
+    n = RADIX_FROM + 200 + extra * 97
+    two = codes == "hashed"
+    layout = Layout.by_key(3, [0, 1]) if two else Layout.by_key(3, [0])
+    if codes == "dense":
+        k0 = rng.integers(0, 3 * n, size=n)
+    elif codes == "skewed":  # most keys in a narrow band, a few far away
+        k0 = np.concatenate([rng.integers(0, n, size=n - 5), rng.integers(1 << 60, 1 << 62, 5)])
+    elif codes == "negative":
+        k0 = rng.integers(-(1 << 62), 1 << 62, size=n)
+    else:
+        k0 = rng.integers(0, 10 * n, size=n)
+    data = np.stack([k0, rng.integers(0, 50, size=n), rng.integers(0, 3, size=n)])
+    big = TraceBatch.from_updates(
+        layout, UpdateBatch.build(data, rng.integers(0, 4, size=(1, n)), np.ones(n, np.int64))
+    )
+    assert big.nkeys >= RADIX_FROM or not two  # hashed keys: nearly all distinct
+    spine = Spine(layout, 1)
+    spine.insert(big)
+    if big.nkeys >= RADIX_FROM:
+        assert spine.seek_table()[0, 8] != 0  # the radix index is in use
+    pick = rng.choice(big.nkeys, size=min(300, big.nkeys), replace=False)
+    q_keys = np.concatenate(
+        [
+            big.keys[:, np.sort(pick)],
+            rng.integers(-(1 << 62), 1 << 62, size=(len(layout.key_cols), 50)),
+        ],
+        axis=1,
+    )
+    from engine.hashing import key_codes
+
+    q_codes = key_codes(q_keys)
+    order = np.lexsort([*q_keys[::-1], q_codes])
+    q_codes, q_keys = np.ascontiguousarray(q_codes[order]), np.ascontiguousarray(q_keys[:, order])
+    h, r = spine.gather(q_codes, q_keys), spine.gather_reference(q_codes, q_keys)
+    assert np.array_equal(h.owner, r.owner) and np.array_equal(h.diffs, r.diffs)
+    assert np.array_equal(h.vals, r.vals) and np.array_equal(h.times, r.times)
