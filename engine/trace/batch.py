@@ -114,13 +114,33 @@ class TraceBatch:
             return cls.empty(layout, dims)
         if len(parts) == 1 and since is None:
             return parts[0]
+        lo = np.zeros(len(parts), dtype=np.int64)
+        hi = np.array([p.nkeys for p in parts], dtype=np.int64)
+        return cls.merge_keys(layout, parts, lo, hi, since)
+
+    @classmethod
+    def merge_keys(
+        cls,
+        layout: Layout,
+        parts: list[TraceBatch],
+        lo: np.ndarray,
+        hi: np.ndarray,
+        since: Antichain | None,
+    ) -> TraceBatch:
+        """The records of keys ``lo[i]:hi[i]`` of each part ``i``, merged into one batch and
+        compacted to ``since`` (a whole merge, or one key range of it)."""
+        dims = parts[0].dims
         codes, keys, vals, times, diffs, bounds = unpack_table(
             np.stack([p.addresses() for p in parts]),
+            lo,
+            hi,
             len(layout.key_cols),
             len(layout.val_cols),
             dims,
             since.elements if since is not None else np.zeros((0, dims), dtype=np.int64),
         )
+        if not len(diffs):
+            return cls.empty(layout, dims)
         # merging the sorted parts beats sorting their union, at every size measured
         first, sums, ok = merge_consolidate(
             codes, keys, vals, times, diffs, bounds, layout.exact_codes
@@ -128,6 +148,29 @@ class TraceBatch:
         if ok:
             return cls(*trace_arrays(first, codes, keys, vals, times, layout.exact_codes), sums)
         return cls.from_records(layout, codes, keys, vals, times, diffs)  # times too wide
+
+    @classmethod
+    def concat_keys(cls, layout: Layout, parts: list[TraceBatch], dims: int) -> TraceBatch:
+        """One batch from batches whose keys follow each other in trace order (the key
+        ranges of a merge, in order)."""
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.empty(layout, dims)
+        if len(parts) == 1:
+            return parts[0]
+        starts = np.cumsum([0] + [len(p) for p in parts[:-1]])
+        offsets = np.concatenate(
+            [p.offsets[:-1] + s for p, s in zip(parts, starts, strict=True)]
+            + [np.array([starts[-1] + len(parts[-1])], dtype=np.int64)]
+        )
+        return cls(
+            np.concatenate([p.codes for p in parts]),
+            np.concatenate([p.keys for p in parts], axis=1),
+            offsets,
+            np.concatenate([p.vals for p in parts], axis=1),
+            np.concatenate([p.times for p in parts], axis=1),
+            np.concatenate([p.diffs for p in parts]),
+        )
 
     # -- access -------------------------------------------------------------------------
     def addresses(self) -> np.ndarray:

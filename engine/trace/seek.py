@@ -345,16 +345,23 @@ def join_spine(
 
 @njit(cache=True, nogil=True)
 def unpack_table(
-    table: np.ndarray, kk: int, kv: int, d: int, since: np.ndarray
+    table: np.ndarray,
+    key_lo: np.ndarray,
+    key_hi: np.ndarray,
+    kk: int,
+    kv: int,
+    d: int,
+    since: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every record of the batches of a :func:`gather_spine` table, one row per record:
-    (codes, keys, vals, times, diffs, bounds), batch ``b`` at ``bounds[b]:bounds[b+1]``.
-    Times are advanced by the frontier whose elements are the rows of ``since``
-    (``lattice.advance_by``; no rows: unchanged)."""
+    """The records of keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a
+    :func:`gather_spine` table, one row per record: (codes, keys, vals, times, diffs,
+    bounds), batch ``b`` at ``bounds[b]:bounds[b+1]``. Times are advanced by the frontier
+    whose elements are the rows of ``since`` (``lattice.advance_by``; no rows: unchanged)."""
     nb = table.shape[0]
     bounds = np.zeros(nb + 1, np.int64)
     for b in range(nb):
-        bounds[b + 1] = bounds[b] + table[b, 7]
+        offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
+        bounds[b + 1] = bounds[b] + offsets[key_hi[b]] - offsets[key_lo[b]]
     n = bounds[nb]
     codes = np.empty(n, np.int64)
     keys = np.empty((kk, n), np.int64)
@@ -369,10 +376,10 @@ def unpack_table(
         b_vals = carray(_int64_at(table[b, 3]), (kv, nr))
         b_times = carray(_int64_at(table[b, 4]), (d, nr))
         b_diffs = carray(_int64_at(table[b, 5]), (nr,))
-        base = bounds[b]
-        for j in range(nk):
+        shift = bounds[b] - offsets[key_lo[b]]
+        for j in range(key_lo[b], key_hi[b]):
             for rec in range(offsets[j], offsets[j + 1]):
-                p = base + rec
+                p = shift + rec
                 codes[p] = b_codes[j]
                 for c in range(kk):
                     keys[c, p] = b_keys[c, j]

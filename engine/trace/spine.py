@@ -7,6 +7,11 @@ Invariants:
   batches of fewer than ``SMALL_RECORDS`` records may wait at the end before they are merged
   (tiny inserts are frequent, and a compiled seek into a small batch costs far less than a
   merge);
+* a merge of at least ``AMORTIZE_FROM`` records is not done at once: it advances a key
+  range at a time, by an amount of work proportional to each later insert (seed 000's
+  "fuel"), and both its inputs stay readable until it completes. One insert never pays for
+  a cascade of merges of millions of records; while a merge is under way, newer batches
+  merge among themselves behind it;
 * ``since`` is the meet of the frontiers of all live readers: every reader may still ask
   about any time ``>=`` its frontier, so times are advanced only by what all readers allow
   (logical compaction), and merges write advanced, consolidated times (physical compaction).
@@ -26,10 +31,66 @@ from engine.trace.cursor import expand_ranges, match_keys
 from engine.trace.layout import Layout
 from engine.trace.seek import ROW_WIDTH, gather_spine
 
-__all__ = ["SMALL_BATCHES", "SMALL_RECORDS", "History", "Spine", "TraceReader"]
+__all__ = [
+    "AMORTIZE_FROM",
+    "SMALL_BATCHES",
+    "SMALL_RECORDS",
+    "History",
+    "Merging",
+    "Spine",
+    "TraceReader",
+]
 
 SMALL_RECORDS = 256
 SMALL_BATCHES = 8
+AMORTIZE_FROM = 1 << 20  # records: merges at least this big advance a key range per insert
+FUEL_PER_RECORD = 4  # merge work (records) each merge under way does per inserted record
+FUEL_MIN = 2048  # ... and at least this much per insert
+
+
+class Merging:
+    """A merge of two neighbouring batches ``a`` (older) and ``b`` under way: the key
+    ranges merged so far (records of ``a`` and ``b`` with codes below a cut, compacted to
+    the ``since`` of when it began)."""
+
+    __slots__ = ("a", "b", "done", "ka", "kb", "since")
+
+    def __init__(self, a: TraceBatch, b: TraceBatch, since: Antichain | None) -> None:
+        self.a, self.b, self.since = a, b, since
+        self.ka = self.kb = 0  # keys of a and of b merged so far
+        self.done: list[TraceBatch] = []
+
+    def step(self, layout: Layout, fuel: int) -> TraceBatch | None:
+        """Merge about ``fuel`` more records; the whole merged batch once none are left."""
+        a, b = self.a, self.b
+        while fuel > 0 and (self.ka < a.nkeys or self.kb < b.nkeys):
+            ka, kb = self._cut(fuel)
+            lo = np.array([self.ka, self.kb], dtype=np.int64)
+            hi = np.array([ka, kb], dtype=np.int64)
+            self.done.append(TraceBatch.merge_keys(layout, [a, b], lo, hi, self.since))
+            fuel -= int(a.offsets[ka] - a.offsets[self.ka] + b.offsets[kb] - b.offsets[self.kb])
+            self.ka, self.kb = ka, kb
+        if self.ka < a.nkeys or self.kb < b.nkeys:
+            return None
+        return TraceBatch.concat_keys(layout, self.done, a.dims)
+
+    def _cut(self, fuel: int) -> tuple[int, int]:
+        """Where the next key range ends in ``a`` and in ``b``: at a code (so that keys
+        sharing a code stay together) past about ``fuel / 2`` records of either."""
+        ends = []
+        for batch, k in ((self.a, self.ka), (self.b, self.kb)):
+            j = int(np.searchsorted(batch.offsets, batch.offsets[k] + fuel // 2 + 1))
+            if j < batch.nkeys:
+                ends.append(int(batch.codes[j]))
+        if not ends:
+            return self.a.nkeys, self.b.nkeys
+        code = min(ends)
+        ka = int(np.searchsorted(self.a.codes, code, "left"))
+        kb = int(np.searchsorted(self.b.codes, code, "left"))
+        if ka <= self.ka and kb <= self.kb:  # one code holds all of it: take that code
+            ka = int(np.searchsorted(self.a.codes, code, "right"))
+            kb = int(np.searchsorted(self.b.codes, code, "right"))
+        return max(ka, self.ka), max(kb, self.kb)
 
 
 class TraceReader:
@@ -92,6 +153,7 @@ class Spine:
         self.dims = dims
         self.name = name
         self.batches: list[TraceBatch] = []
+        self.merging: list[Merging] = []  # merges under way, each of two neighbours
         self.readers: set[TraceReader] = set()
         self._since: Antichain | bool | None = False  # False: recompute on next use
         self._table: tuple[tuple[TraceBatch, ...], np.ndarray] = (
@@ -128,7 +190,8 @@ class Spine:
     def insert(self, batch: TraceBatch) -> None:
         """Add a batch. A small batch may wait behind other small ones (up to
         ``SMALL_BATCHES``); otherwise the waiting small batches and the new one merge into
-        one, then batches merge while the geometric invariant is broken."""
+        one, then batches merge while the geometric invariant is broken. Merges under way
+        advance by work proportional to the batch."""
         if len(batch) == 0:
             return
         waiting = 0
@@ -137,23 +200,52 @@ class Spine:
                 break
             waiting += 1
         self.batches.append(batch)
-        if len(batch) < SMALL_RECORDS and waiting < SMALL_BATCHES:
-            return  # tiny batches wait at the end until there are too many of them
-        if waiting:
-            tail = self.batches[-(waiting + 1) :]
-            del self.batches[-(waiting + 1) :]
-            merged = TraceBatch.merge(self.layout, tail, self.since())
-            if len(merged):
-                self.batches.append(merged)
-        while len(self.batches) >= 2 and len(self.batches[-2]) <= 2 * len(self.batches[-1]):
-            b = self.batches.pop()
-            a = self.batches.pop()
-            merged = TraceBatch.merge(self.layout, [a, b], self.since())
-            if len(merged):
-                self.batches.append(merged)
+        # tiny batches wait at the end until there are too many of them
+        if len(batch) >= SMALL_RECORDS or waiting >= SMALL_BATCHES:
+            if waiting:
+                tail = self.batches[-(waiting + 1) :]
+                del self.batches[-(waiting + 1) :]
+                merged = TraceBatch.merge(self.layout, tail, self.since())
+                if len(merged):
+                    self.batches.append(merged)
+            self._rebalance(len(self.batches) - 1)
+        if self.merging:
+            self._fuel(max(FUEL_MIN, FUEL_PER_RECORD * len(batch)))
+
+    def _busy(self, batch: TraceBatch) -> bool:
+        return any(m.a is batch or m.b is batch for m in self.merging)
+
+    def _rebalance(self, i: int) -> None:
+        """Merge batch ``i`` with the one before it while that one is at most twice its
+        size, walking towards older batches; a big merge starts here and goes on in
+        steps (:meth:`_fuel`), and batches in a merge under way wait for it."""
+        while 1 <= i < len(self.batches):
+            x, y = self.batches[i - 1], self.batches[i]
+            if len(x) > 2 * len(y) or self._busy(x) or self._busy(y):
+                return
+            if len(x) + len(y) >= AMORTIZE_FROM:
+                self.merging.append(Merging(x, y, self.since()))
+                return
+            merged = TraceBatch.merge(self.layout, [x, y], self.since())
+            self.batches[i - 1 : i + 1] = [merged] if len(merged) else []
+            i -= 1
+
+    def _fuel(self, fuel: int) -> None:
+        """Advance every merge under way by ``fuel`` records; put each finished one in
+        place of its inputs."""
+        for m in list(self.merging):
+            merged = m.step(self.layout, fuel)
+            if merged is None:
+                continue
+            self.merging.remove(m)
+            i = next(j for j, b in enumerate(self.batches) if b is m.a)
+            self.batches[i : i + 2] = [merged] if len(merged) else []
+            for j in range(len(self.batches) - 1, 0, -1):  # anywhere may be unbalanced now
+                self._rebalance(j)
 
     def compact(self) -> None:
         """Merge everything into one batch, advanced to ``since`` (physical compaction)."""
+        self.merging.clear()
         merged = TraceBatch.merge(
             self.layout, self.batches or [TraceBatch.empty(self.layout, self.dims)], self.since()
         )

@@ -231,3 +231,118 @@ def test_compiled_arrange_equals_the_steps(rows: list, key_cols: list, wide: boo
     steps = TraceBatch.from_records(layout, key_codes(keys), keys, vals, batch.times, batch.diffs)
     for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
         assert np.array_equal(getattr(steps, name), getattr(compiled, name)), name
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.integers(1, 120), min_size=5, max_size=25),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+)
+def test_merges_under_way_keep_the_trace_whole(sizes: list, seed: int, two_col: bool) -> None:
+    """With merges done a key range per insert (tiny thresholds here), every insert leaves
+    the spine holding exactly what was inserted (advanced to ``since``), seeks find every
+    record, and merges under way finish."""
+    import engine.trace.spine as spine_mod
+
+    saved = (spine_mod.AMORTIZE_FROM, spine_mod.FUEL_MIN, spine_mod.FUEL_PER_RECORD)
+    spine_mod.AMORTIZE_FROM, spine_mod.FUEL_MIN, spine_mod.FUEL_PER_RECORD = 48, 6, 1
+    try:
+        rng = np.random.default_rng(seed)
+        layout = Layout.by_key(3, [0, 1] if two_col else [0])
+        spine = Spine(layout, 1)
+        reader = spine.reader(name="test")
+        inserted: Counter = Counter()
+        for t, n in enumerate(sizes):
+            data = rng.integers(0, 12, size=(3, n))
+            diffs = rng.choice([-1, 1, 2], size=n)
+            b = UpdateBatch.build(data, np.full((1, n), t), diffs)
+            for i in range(n):
+                inserted[(*data[:, i].tolist(), t)] += int(diffs[i])
+            spine.insert(TraceBatch.from_updates(layout, b))
+            if t % 3 == 0:
+                reader.advance(Antichain([(t // 2,)]))
+            since = int(reader.frontier.elements[0, 0])
+            want: Counter = Counter()
+            for (x, y, z, tt), d in inserted.items():
+                want[(x, y, z, max(tt, since))] += d
+            content = spine.content().to_updates(layout)
+            got: Counter = Counter()
+            for i in range(len(content)):
+                got[(*content.data[:, i].tolist(), int(content.times[0, i]))] += int(
+                    content.diffs[i]
+                )
+            assert +got == +want and -got == -want
+            q = rng.integers(0, 12, size=(len(layout.key_cols), 6))
+            from engine.hashing import key_codes
+
+            codes = key_codes(q)
+            order = np.lexsort([*q[::-1], codes])
+            qc, qk = np.ascontiguousarray(codes[order]), np.ascontiguousarray(q[:, order])
+            h, r = spine.gather(qc, qk), spine.gather_reference(qc, qk)
+            assert sorted(
+                zip(
+                    h.owner.tolist(),
+                    h.vals.T.tolist(),
+                    h.times[0].tolist(),
+                    h.diffs.tolist(),
+                    strict=True,
+                )
+            ) == sorted(
+                zip(
+                    r.owner.tolist(),
+                    r.vals.T.tolist(),
+                    r.times[0].tolist(),
+                    r.diffs.tolist(),
+                    strict=True,
+                )
+            )
+        spine_mod.FUEL_MIN = 64
+        for _ in range(500):  # tiny inserts fuel what is left until it finishes
+            if not spine.merging:
+                break
+            one = np.zeros((3, 1), np.int64)
+            spine.insert(
+                TraceBatch.from_updates(
+                    layout,
+                    UpdateBatch.build(one, np.full((1, 1), len(sizes)), np.ones(1, np.int64)),
+                )
+            )
+        assert not spine.merging
+    finally:
+        spine_mod.AMORTIZE_FROM, spine_mod.FUEL_MIN, spine_mod.FUEL_PER_RECORD = saved
+
+
+def test_a_big_merge_goes_on_across_inserts() -> None:
+    """A small insert that makes two big batches due to merge starts a merge that later
+    inserts advance a key range at a time: both inputs stay readable meanwhile, and it
+    ends as one batch holding both."""
+    from engine.trace.spine import AMORTIZE_FROM, FUEL_MIN, FUEL_PER_RECORD
+
+    layout = Layout.by_key(2, [0])
+    spine = Spine(layout, 1)
+    rng = np.random.default_rng(1)
+
+    def batch(size: int, t: int) -> TraceBatch:
+        data = rng.integers(0, 1 << 40, size=(2, size))
+        return TraceBatch.from_updates(
+            layout,
+            UpdateBatch.build(data, np.full((1, size), t), np.ones(size, np.int64)),
+        )
+
+    # a is more than twice b; c merges with b at once (small), and a with b + c is big
+    big = AMORTIZE_FROM * 2 // 3 + 100
+    a, b, c = batch(big, 0), batch(big // 2 - 300, 1), batch(big // 4, 2)
+    for x in (a, b, c):
+        spine.insert(x)
+    assert len(spine.merging) == 1 and spine.batches[0] is a  # (a, b + c): under way
+    total = len(a) + len(b) + len(c)
+    inserts = 0
+    while spine.merging:
+        assert spine.batches[0] is a and len(spine.batches[1]) == len(b) + len(c)
+        spine.insert(batch(4, 3))
+        inserts += 1
+    per_insert = max(FUEL_MIN, FUEL_PER_RECORD * 4)
+    assert inserts >= (total - FUEL_PER_RECORD * len(c)) // per_insert - 1  # not at once
+    assert len(spine.batches[0]) == total  # a, b and c, merged
+    assert spine.records() == total + 4 * inserts
