@@ -29,6 +29,7 @@ __all__ = [
     "lexsort_consolidate",
     "packed_order",
     "packed_sort",
+    "row_bits",
     "sort_rows",
 ]
 
@@ -198,20 +199,18 @@ def _groups(
 
 
 @njit(cache=True, nogil=True)
-def lex_argsort(keys: np.ndarray) -> np.ndarray:
-    """The stable lexicographic order of the columns of ``keys`` (``(r, n)``, row 0 most
-    significant), in compiled code: one sort of packed integers (each row's ``value -
-    min`` in as many bits as its range needs, the column index in the low bits) when they
-    fit in 63 bits, else a stable merge sort per row, least significant first."""
-    r, n = keys.shape
-    ib = 1
-    while (1 << ib) < n:
-        ib += 1
-    lows = np.empty(r, np.int64)
-    bits = np.empty(r, np.int64)
-    total = ib
+def row_bits(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """For packing the columns of ``rows`` (``(r, n)``) into integers: each row's least
+    value, the bits its range needs, and their total (64 or more when a range overflows
+    int64, or the total is too wide to pack)."""
+    r, n = rows.shape
+    lows = np.zeros(r, np.int64)
+    bits = np.zeros(r, np.int64)
+    total = 0
     for k in range(r):
-        lo, hi = _span(keys[k]) if n else (0, 0)
+        if n == 0:
+            continue
+        lo, hi = _span(rows[k])
         span = hi - lo
         b = 0
         if span < 0:  # the range overflowed int64
@@ -221,7 +220,21 @@ def lex_argsort(keys: np.ndarray) -> np.ndarray:
         lows[k] = lo
         bits[k] = b
         total += b
-    if total <= 63:
+    return lows, bits, total
+
+
+@njit(cache=True, nogil=True)
+def lex_argsort(keys: np.ndarray) -> np.ndarray:
+    """The stable lexicographic order of the columns of ``keys`` (``(r, n)``, row 0 most
+    significant), in compiled code: one sort of packed integers (each row's ``value -
+    min`` in as many bits as its range needs, the column index in the low bits) when they
+    fit in 63 bits, else a stable merge sort per row, least significant first."""
+    r, n = keys.shape
+    ib = 1
+    while (1 << ib) < n:
+        ib += 1
+    lows, bits, total = row_bits(keys)
+    if ib + total <= 63:
         packed = np.empty(n, np.int64)
         for i in range(n):
             v = 0

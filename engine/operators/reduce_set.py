@@ -40,6 +40,25 @@ def _beyond(felems: np.ndarray, times: np.ndarray, i: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
+def _put(
+    codes: np.ndarray,
+    keys: np.ndarray,
+    times: np.ndarray,
+    at: int,
+    code: int,
+    src_keys: np.ndarray,
+    key: int,
+    src_times: np.ndarray,
+    time: int,
+) -> None:
+    """Write (code, key column ``key`` of ``src_keys``, time column ``time`` of
+    ``src_times``) at position ``at``."""
+    codes[at] = code
+    keys[:, at] = src_keys[:, key]
+    times[:, at] = src_times[:, time]
+
+
+@njit(cache=True, nogil=True)
 def _distinct(rows: np.ndarray) -> np.ndarray:
     """Index of the first of each distinct column of ``rows``, in sorted order."""
     first, _ = consolidate_order(rows, np.ones(rows.shape[1], np.int64))
@@ -141,25 +160,17 @@ def set_step(
     for j in range(d_codes.shape[0]):
         for rec in range(d_offsets[j], d_offsets[j + 1]):
             if _beyond(felems, d_times, rec):
-                w_codes[nw] = d_codes[j]
-                w_keys[:, nw] = d_keys[:, j]
-                w_times[:, nw] = d_times[:, rec]
+                _put(w_codes, w_keys, w_times, nw, d_codes[j], d_keys, j, d_times, rec)
                 nw += 1
             else:
-                n_codes[nn] = d_codes[j]
-                n_keys[:, nn] = d_keys[:, j]
-                n_times[:, nn] = d_times[:, rec]
+                _put(n_codes, n_keys, n_times, nn, d_codes[j], d_keys, j, d_times, rec)
                 nn += 1
     for i in range(n_pend):
         if _beyond(felems, p_times, i):
-            w_codes[nw] = p_codes[i]
-            w_keys[:, nw] = p_keys[:, i]
-            w_times[:, nw] = p_times[:, i]
+            _put(w_codes, w_keys, w_times, nw, p_codes[i], p_keys, i, p_times, i)
             nw += 1
         else:
-            n_codes[nn] = p_codes[i]
-            n_keys[:, nn] = p_keys[:, i]
-            n_times[:, nn] = p_times[:, i]
+            _put(n_codes, n_keys, n_times, nn, p_codes[i], p_keys, i, p_times, i)
             nn += 1
     n_times = n_times[:, :nn].copy()
     if nn and pinned_round(n_times, felems) < 0:

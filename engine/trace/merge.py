@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.sort_kernels import row_bits
+
 __all__ = ["merge_consolidate"]
 
 _SMALL_GROUP = 16  # groups up to this size re-sort their times by insertion
@@ -90,20 +92,7 @@ def _time_keys(times: np.ndarray) -> tuple[np.ndarray, bool]:
     tk = np.zeros(n, np.int64)
     if n == 0:
         return tk, True
-    lows = np.empty(d, np.int64)
-    bits = np.empty(d, np.int64)
-    total = 0
-    for j in range(d):
-        lo, hi = times[j].min(), times[j].max()
-        span = hi - lo
-        if span < 0:  # the range overflowed int64
-            return tk, False
-        b = 0
-        while b < 63 and (span >> b) > 0:
-            b += 1
-        lows[j] = lo
-        bits[j] = b
-        total += b
+    lows, bits, total = row_bits(times)
     if total > 63:
         return tk, False
     for i in range(n):

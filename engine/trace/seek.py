@@ -43,6 +43,18 @@ _int64_at: Any = intrinsic(_int64_at_typing)
 
 
 @njit(cache=True, nogil=True)
+def _bisect(codes: np.ndarray, code: int, lo: int, hi: int) -> int:
+    """First position in ``lo:hi`` whose code is ``>= code`` (``hi`` if none)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if codes[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
 def _lower_bound(codes: np.ndarray, code: int, base: int) -> int:
     """First position ``>= base`` whose code is ``>= code``, given every code before
     ``base`` is smaller: a galloping search from ``base``. Queries in ascending order each
@@ -57,14 +69,7 @@ def _lower_bound(codes: np.ndarray, code: int, base: int) -> int:
         lo += step
         step *= 2
     hi = min(lo + step, m)  # codes[hi] >= code, or hi == m
-    lo += 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if codes[mid] < code:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _bisect(codes, code, lo + 1, hi)
 
 
 @njit(cache=True, nogil=True)
@@ -179,15 +184,7 @@ def _radix_lower_bound(
     if code > codes[m - 1]:
         return m
     b = np.int64((np.uint64(code) - np.uint64(codes[0])) >> np.uint64(shift))
-    lo = max(first[b], base)
-    hi = first[b + 1]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if codes[mid] < code:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _bisect(codes, code, max(first[b], base), first[b + 1])
 
 
 @njit(cache=True, nogil=True)
