@@ -24,10 +24,12 @@ from engine.sort_kernels import (
     trace_arrays,
 )
 from engine.trace.layout import Layout
-from engine.trace.merge import merge_consolidate
-from engine.trace.seek import radix_index, table_row, unpack_table
+from engine.trace.merge import merge_table
+from engine.trace.seek import RADIX_FROM, radix_index, table_row
 
 __all__ = ["TraceBatch"]
+
+_NO_RADIX = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,23 +132,17 @@ class TraceBatch:
         """The records of keys ``lo[i]:hi[i]`` of each part ``i``, merged into one batch and
         compacted to ``since`` (a whole merge, or one key range of it)."""
         dims = parts[0].dims
-        codes, keys, vals, times, diffs, bounds = unpack_table(
+        ok, codes, keys, offsets, vals, times, diffs = merge_table(
             np.stack([p.addresses() for p in parts]),
             lo,
             hi,
             len(layout.key_cols),
             len(layout.val_cols),
-            dims,
             since.elements if since is not None else np.zeros((0, dims), dtype=np.int64),
+            layout.exact_codes,
         )
-        if not len(diffs):
-            return cls.empty(layout, dims)
-        # merging the sorted parts beats sorting their union, at every size measured
-        first, sums, ok = merge_consolidate(
-            codes, keys, vals, times, diffs, bounds, layout.exact_codes
-        )
-        if ok:
-            return cls(*trace_arrays(first, codes, keys, vals, times, layout.exact_codes), sums)
+        if ok:  # merging the sorted parts beats sorting their union, at every size measured
+            return cls(codes, keys, offsets, vals, times, diffs)
         return cls.from_records(layout, codes, keys, vals, times, diffs)  # times too wide
 
     @classmethod
@@ -179,12 +175,14 @@ class TraceBatch:
         (``trace.seek.radix_index``, for big batches). Computed once: the
         batch is immutable, and its arrays live as long as it does."""
         if self.table_row is None:
-            arrays = (self.codes, self.keys, self.offsets, self.vals, self.times, self.diffs)
-            if not all(a.flags.c_contiguous and a.dtype == np.int64 for a in arrays):
-                raise ValueError("trace batch arrays must be C-contiguous int64")
-            radix, shift = radix_index(self.codes)
+            radix, shift = radix_index(self.codes) if self.nkeys >= RADIX_FROM else (_NO_RADIX, 0)
+            try:
+                arrays = (self.codes, self.keys, self.offsets, self.vals, self.times, self.diffs)
+                row = table_row(*arrays, radix, shift)
+            except TypeError:
+                raise ValueError("trace batch arrays must be C-contiguous int64") from None
             object.__setattr__(self, "radix", radix)  # kept alive with the batch
-            object.__setattr__(self, "table_row", table_row(*arrays, radix, shift))
+            object.__setattr__(self, "table_row", row)
         return self.table_row  # type: ignore[return-value]
 
     def __len__(self) -> int:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.sort_kernels import row_bits
+from engine.sort_kernels import row_bits, trace_arrays
+from engine.trace.seek import unpack_table
 
-__all__ = ["merge_consolidate"]
+__all__ = ["merge_consolidate", "merge_table"]
 
 _SMALL_GROUP = 16  # groups up to this size re-sort their times by insertion
 
@@ -176,3 +177,27 @@ def merge_consolidate(
             m += 1
         g = h
     return first[:m], sums[:m], True
+
+
+@njit(cache=True, nogil=True)
+def merge_table(
+    table: np.ndarray,
+    key_lo: np.ndarray,
+    key_hi: np.ndarray,
+    kk: int,
+    kv: int,
+    since: np.ndarray,
+    exact: bool,
+) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a seek table, unpacked with
+    their times advanced by ``since`` (``seek.unpack_table``), merged and consolidated, in
+    one call: (True, codes, keys, offsets, vals, times, diffs) of the merged batch; or,
+    when the times do not pack into 63 bits, (False, codes, keys, -, vals, times, diffs)
+    of the unpacked records, for a sort."""
+    d = since.shape[1]
+    codes, keys, vals, times, diffs, bounds = unpack_table(table, key_lo, key_hi, kk, kv, d, since)
+    first, sums, ok = merge_consolidate(codes, keys, vals, times, diffs, bounds, exact)
+    if not ok:
+        return False, codes, keys, bounds, vals, times, diffs
+    o_codes, o_keys, offsets, o_vals, o_times = trace_arrays(first, codes, keys, vals, times, exact)
+    return True, o_codes, o_keys, offsets, o_vals, o_times, sums

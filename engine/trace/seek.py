@@ -187,7 +187,15 @@ def _radix_lower_bound(
     return _bisect(codes, code, max(first[b], base), first[b + 1])
 
 
-@njit(cache=True, nogil=True)
+# C-contiguous int64 arrays only: anything else does not match and raises TypeError
+_C1, _C2 = types.int64[::1], types.int64[:, ::1]
+
+
+@njit(
+    types.int64[::1](_C1, _C2, _C1, _C2, _C2, _C1, _C1, types.int64),
+    cache=True,
+    nogil=True,
+)
 def table_row(
     codes: np.ndarray,
     keys: np.ndarray,

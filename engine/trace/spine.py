@@ -156,10 +156,8 @@ class Spine:
         self.merging: list[Merging] = []  # merges under way, each of two neighbours
         self.readers: set[TraceReader] = set()
         self._since: Antichain | bool | None = False  # False: recompute on next use
-        self._table: tuple[tuple[TraceBatch, ...], np.ndarray] = (
-            (),
-            np.zeros((8, ROW_WIDTH), np.int64),
-        )
+        self._table = np.zeros((8, ROW_WIDTH), np.int64)
+        self._stale = 0  # seek-table rows from here on may not match the batches
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:
@@ -200,11 +198,13 @@ class Spine:
                 break
             waiting += 1
         self.batches.append(batch)
+        self._stale = min(self._stale, len(self.batches) - 1)
         # tiny batches wait at the end until there are too many of them
         if len(batch) >= SMALL_RECORDS or waiting >= SMALL_BATCHES:
             if waiting:
                 tail = self.batches[-(waiting + 1) :]
                 del self.batches[-(waiting + 1) :]
+                self._stale = min(self._stale, len(self.batches))
                 merged = TraceBatch.merge(self.layout, tail, self.since())
                 if len(merged):
                     self.batches.append(merged)
@@ -228,6 +228,7 @@ class Spine:
                 return
             merged = TraceBatch.merge(self.layout, [x, y], self.since())
             self.batches[i - 1 : i + 1] = [merged] if len(merged) else []
+            self._stale = min(self._stale, i - 1)
             i -= 1
 
     def _fuel(self, fuel: int) -> None:
@@ -240,6 +241,7 @@ class Spine:
             self.merging.remove(m)
             i = next(j for j, b in enumerate(self.batches) if b is m.a)
             self.batches[i : i + 2] = [merged] if len(merged) else []
+            self._stale = min(self._stale, i)
             for j in range(len(self.batches) - 1, 0, -1):  # anywhere may be unbalanced now
                 self._rebalance(j)
 
@@ -250,6 +252,7 @@ class Spine:
             self.layout, self.batches or [TraceBatch.empty(self.layout, self.dims)], self.since()
         )
         self.batches = [merged] if len(merged) else []
+        self._stale = 0
 
     # -- reading ------------------------------------------------------------------------
     def content(self) -> TraceBatch:
@@ -261,26 +264,18 @@ class Spine:
         return TraceBatch.merge(self.layout, list(self.batches), self.since())
 
     def seek_table(self) -> np.ndarray:
-        """One row per batch for the compiled seeks (``TraceBatch.addresses``), kept with
-        the batches it points into. Rows are rewritten only from the first batch that
-        changed since the last call (usually only the newest)."""
-        batches = self.batches
-        held, table = self._table
-        n = len(batches)
-        same = 0
-        for a, b in zip(held, batches, strict=False):  # either may be longer
-            if a is not b:
-                break
-            same += 1
-        if same == n == len(held):
-            return table[:n]
-        if table.shape[0] < n:
-            grown = np.zeros((2 * n, table.shape[1]), dtype=np.int64)
-            grown[:same] = table[:same]
-            table = grown
-        for i in range(same, n):
-            table[i] = batches[i].addresses()
-        self._table = (tuple(batches), table)
+        """One row per batch for the compiled seeks (``TraceBatch.addresses``); the batches
+        it points into live in ``batches``. Rows are rewritten only from the first batch
+        that changed since the last call (usually only the newest)."""
+        batches, table, n = self.batches, self._table, len(self.batches)
+        if self._stale < n:
+            if table.shape[0] < n:
+                grown = np.zeros((2 * n, ROW_WIDTH), dtype=np.int64)
+                grown[: self._stale] = table[: self._stale]
+                self._table = table = grown
+            for i in range(self._stale, n):
+                table[i] = batches[i].addresses()
+        self._stale = n
         return table[:n]
 
     def gather(self, q_codes: np.ndarray, q_keys: np.ndarray) -> History:
