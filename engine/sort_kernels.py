@@ -223,36 +223,82 @@ def row_bits(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     return lows, bits, total
 
 
+_INSERTION_RUN = 16  # runs of equal sort prefix up to this long are finished by insertion
+
+
+@njit(cache=True, nogil=True)
+def _column_less(keys: np.ndarray, a: int, b: int) -> bool:
+    """Whether column ``a`` of ``keys`` sorts strictly before column ``b``."""
+    for k in range(keys.shape[0]):
+        if keys[k, a] != keys[k, b]:
+            return keys[k, a] < keys[k, b]
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _finish_run(keys: np.ndarray, order: np.ndarray, lo: int, hi: int) -> None:
+    """Sort ``order[lo:hi]`` (in index order) stably by whole columns, in place."""
+    if hi - lo <= _INSERTION_RUN:
+        for i in range(lo + 1, hi):
+            x = order[i]
+            j = i - 1
+            while j >= lo and _column_less(keys, x, order[j]):
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = x
+        return
+    run = order[lo:hi].copy()
+    for k in range(keys.shape[0] - 1, -1, -1):  # stable sorts, least significant row first
+        col = np.empty(hi - lo, np.int64)
+        for i in range(hi - lo):
+            col[i] = keys[k, run[i]]
+        run = run[np.argsort(col, kind="mergesort")]
+    order[lo:hi] = run
+
+
 @njit(cache=True, nogil=True)
 def lex_argsort(keys: np.ndarray) -> np.ndarray:
     """The stable lexicographic order of the columns of ``keys`` (``(r, n)``, row 0 most
-    significant), in compiled code: one sort of packed integers (each row's ``value -
-    min`` in as many bits as its range needs, the column index in the low bits) when they
-    fit in 63 bits, else a stable merge sort per row, least significant first."""
+    significant), in compiled code: one sort of packed integers, each row's ``value - min``
+    in as many bits as its range needs and the column index in the low bits. When the rows
+    do not fit in 63 bits (hashed key codes), the packed prefix ends with the leading bits
+    of the first row that does not fit, and each run of columns sharing a prefix (in index
+    order, so the sort stays stable) is then sorted by whole columns: by insertion when
+    short, as hashes make them, else by a stable sort per row."""
     r, n = keys.shape
     ib = 1
     while (1 << ib) < n:
         ib += 1
     lows, bits, total = row_bits(keys)
-    if ib + total <= 63:
-        packed = np.empty(n, np.int64)
-        for i in range(n):
-            v = 0
-            for k in range(r):
+    room = 63 - ib  # bits of prefix
+    packed = np.empty(n, np.int64)
+    for i in range(n):
+        v = 0
+        left = room
+        for k in range(r):
+            if left == 0:
+                break
+            if bits[k] <= left:
                 v = (v << bits[k]) | (keys[k, i] - lows[k])
-            packed[i] = (v << ib) | i
-        packed.sort()
-        order = np.empty(n, np.int64)
-        mask = (1 << ib) - 1
-        for i in range(n):
-            order[i] = packed[i] & mask
+                left -= bits[k]
+            else:  # the leading ``left`` bits of this row's offset
+                off = np.uint64(keys[k, i]) - np.uint64(lows[k])
+                v = (v << left) | np.int64(off >> np.uint64(bits[k] - left))
+                left = 0
+        packed[i] = (v << ib) | i
+    packed.sort()
+    order = np.empty(n, np.int64)
+    mask = (1 << ib) - 1
+    for i in range(n):
+        order[i] = packed[i] & mask
+    if ib + total <= 63:
         return order
-    order = np.arange(n)
-    for k in range(r - 1, -1, -1):
-        col = np.empty(n, np.int64)
-        for i in range(n):
-            col[i] = keys[k, order[i]]
-        order = order[np.argsort(col, kind="mergesort")]
+    lo = 0
+    for i in range(1, n + 1):
+        if i == n or (packed[i] >> ib) != (packed[lo] >> ib):
+            if i - lo > 1:
+                _finish_run(keys, order, lo, i)
+            lo = i
     return order
 
 

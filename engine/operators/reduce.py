@@ -40,10 +40,6 @@ from engine.trace import Layout, Spine, TraceBatch
 
 __all__ = ["Reduce"]
 
-# new and pending times up to which a set-like step is one compiled call (its sorts are
-# merge sorts: more times take the driver, whose numpy sorts pack hashed keys)
-SET_STEP_BELOW = 4096
-
 
 def mobius(
     grid: Grid, cand: np.ndarray, vals: np.ndarray, e: np.ndarray
@@ -119,8 +115,7 @@ class Reduce(Operator):
         self.delta = None
         self.output = None
         delta = self.source.delta()
-        small = (len(delta) if delta is not None else 0) + self.p_codes.shape[0] < SET_STEP_BELOW
-        if not (self.set_like and small and self._set_step(delta, frontier)):
+        if not (self.set_like and self._set_step(delta, frontier)):
             self._step(delta, frontier)
         f = self.compaction_frontier()
         self.source.advance(f)

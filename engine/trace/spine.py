@@ -158,6 +158,7 @@ class Spine:
         self._since: Antichain | bool | None = False  # False: recompute on next use
         self._table = np.zeros((8, ROW_WIDTH), np.int64)
         self._stale = 0  # seek-table rows from here on may not match the batches
+        self._waiting = 0  # small batches at the end, waiting to be merged
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:
@@ -192,15 +193,13 @@ class Spine:
         advance by work proportional to the batch."""
         if len(batch) == 0:
             return
-        waiting = 0
-        for b in reversed(self.batches):
-            if len(b) >= SMALL_RECORDS:
-                break
-            waiting += 1
+        waiting = self._waiting
         self.batches.append(batch)
         self._stale = min(self._stale, len(self.batches) - 1)
         # tiny batches wait at the end until there are too many of them
-        if len(batch) >= SMALL_RECORDS or waiting >= SMALL_BATCHES:
+        if batch.diffs.shape[0] < SMALL_RECORDS and waiting < SMALL_BATCHES:
+            self._waiting += 1
+        else:
             if waiting:
                 tail = self.batches[-(waiting + 1) :]
                 del self.batches[-(waiting + 1) :]
@@ -209,8 +208,16 @@ class Spine:
                 if len(merged):
                     self.batches.append(merged)
             self._rebalance(len(self.batches) - 1)
+            self._count_waiting()
         if self.merging:
             self._fuel(max(FUEL_MIN, FUEL_PER_RECORD * len(batch)))
+
+    def _count_waiting(self) -> None:
+        self._waiting = 0
+        for b in reversed(self.batches):
+            if len(b) >= SMALL_RECORDS:
+                break
+            self._waiting += 1
 
     def _busy(self, batch: TraceBatch) -> bool:
         return any(m.a is batch or m.b is batch for m in self.merging)
@@ -244,6 +251,7 @@ class Spine:
             self._stale = min(self._stale, i)
             for j in range(len(self.batches) - 1, 0, -1):  # anywhere may be unbalanced now
                 self._rebalance(j)
+            self._count_waiting()
 
     def compact(self) -> None:
         """Merge everything into one batch, advanced to ``since`` (physical compaction)."""
@@ -253,6 +261,7 @@ class Spine:
         )
         self.batches = [merged] if len(merged) else []
         self._stale = 0
+        self._count_waiting()
 
     # -- reading ------------------------------------------------------------------------
     def content(self) -> TraceBatch:

@@ -150,6 +150,27 @@ def test_packed_order_is_the_stable_lexicographic_order(rs: list, narrow: bool) 
 
 
 @given(
+    st.lists(
+        st.tuples(lead_values, st.integers(-(2**63), 2**63 - 1), st.integers(0, 3)),
+        min_size=0,
+        max_size=80,
+    ),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_compiled_lexicographic_sort_is_numpys(rs: list, rows_used: int, runs: bool) -> None:
+    """``lex_argsort`` equals numpy's stable lexsort: packed rows that fit, a truncated
+    prefix (hashes, and leading values equal in their high bits) with its runs finished by
+    insertion, and runs long enough for the per-row merge sorts."""
+    a = np.asarray(rs, dtype=np.int64).reshape(-1, 3).T.copy()[:rows_used]
+    if runs:  # few distinct leading values: long runs share a prefix
+        a = np.concatenate([a, a, a], axis=1)
+        a[0] = a[0] % 3 + (1 << 62) * (a[0] % 2)
+    got = sort_kernels.lex_argsort(np.ascontiguousarray(a))
+    assert np.array_equal(got, np.lexsort(a[::-1]) if a.shape[1] else np.zeros(0, np.int64))
+
+
+@given(
     st.lists(st.tuples(st.floats(allow_nan=False), st.integers(0, 3)), min_size=128, max_size=300)
 )
 def test_lex_order_of_other_dtypes_is_numpys(rs: list) -> None:
