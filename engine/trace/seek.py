@@ -113,19 +113,22 @@ def _find_all(
     shift: int,
 ) -> np.ndarray:
     """For each query, the index of its key in the batch or -1. Queries may come in any
-    order; runs of ascending codes (the usual case: queries are sorted keys) gallop, or
-    read a bucket of the batch's radix index when it has one (``radix`` not empty)."""
+    order; each reads a bucket of the batch's radix index when it has one (``radix`` not
+    empty), else runs of ascending codes (the usual case: queries are sorted keys)
+    gallop."""
     nq = q_codes.shape[0]
     hit = np.empty(nq, np.int64)
+    if radix.shape[0]:
+        for i in range(nq):
+            lo = _radix_lower_bound(codes, q_codes[i], radix, shift)
+            hit[i] = _find(lo, q_codes[i], q_keys, i, codes, keys, exact)
+        return hit
     base = 0
     for i in range(nq):
         code = q_codes[i]
         if i > 0 and code < q_codes[i - 1]:
             base = 0
-        if radix.shape[0]:
-            base = _radix_lower_bound(codes, code, base, radix, shift)
-        else:
-            base = _lower_bound(codes, code, base)
+        base = _lower_bound(codes, code, base)
         hit[i] = _find(base, code, q_keys, i, codes, keys, exact)
     return hit
 
@@ -174,17 +177,17 @@ def radix_index(codes: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 @njit(cache=True, nogil=True)
-def _radix_lower_bound(
-    codes: np.ndarray, code: int, base: int, first: np.ndarray, shift: int
-) -> int:
-    """:func:`_lower_bound` through a :func:`radix_index`: one bucket, binary searched."""
+def _radix_lower_bound(codes: np.ndarray, code: int, first: np.ndarray, shift: int) -> int:
+    """The lower bound of ``code`` through a :func:`radix_index`: one bucket, binary
+    searched. It does not start from the previous query's answer, as galloping does: in a
+    big batch each seek misses the cache, and independent seeks overlap their misses."""
     m = codes.shape[0]
-    if base >= m or codes[base] >= code:
-        return base
+    if code <= codes[0]:
+        return 0
     if code > codes[m - 1]:
         return m
     b = np.int64((np.uint64(code) - np.uint64(codes[0])) >> np.uint64(shift))
-    return _bisect(codes, code, max(first[b], base), first[b + 1])
+    return _bisect(codes, code, first[b], first[b + 1])
 
 
 # C-contiguous int64 arrays only: anything else does not match and raises TypeError
