@@ -223,6 +223,42 @@ def row_bits(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     return lows, bits, total
 
 
+_RADIX_SORT_FROM = 4096  # values: from here packed keys are radix sorted (numba's sort is slower)
+_DIGIT = 11  # bits per radix-sort pass
+
+
+@njit(cache=True, nogil=True)
+def _sort_packed(values: np.ndarray, bits: int) -> np.ndarray:
+    """``values`` (non-negative, below ``2**bits``) sorted: by a least-significant-digit
+    radix sort of ``_DIGIT`` bits per pass when there are many, else by numba's sort."""
+    n = values.shape[0]
+    if n < _RADIX_SORT_FROM:
+        out = values.copy()
+        out.sort()
+        return out
+    src = values.copy()
+    dst = np.empty(n, np.int64)
+    count = np.empty(1 << _DIGIT, np.int64)
+    mask = (1 << _DIGIT) - 1
+    shift = 0
+    while shift < bits:
+        count[:] = 0
+        for i in range(n):
+            count[(src[i] >> shift) & mask] += 1
+        total = 0
+        for k in range(1 << _DIGIT):
+            c = count[k]
+            count[k] = total
+            total += c
+        for i in range(n):
+            k = (src[i] >> shift) & mask
+            dst[count[k]] = src[i]
+            count[k] += 1
+        src, dst = dst, src
+        shift += _DIGIT
+    return src
+
+
 _INSERTION_RUN = 16  # runs of equal sort prefix up to this long are finished by insertion
 
 
@@ -259,8 +295,9 @@ def _finish_run(keys: np.ndarray, order: np.ndarray, lo: int, hi: int) -> None:
 @njit(cache=True, nogil=True)
 def lex_argsort(keys: np.ndarray) -> np.ndarray:
     """The stable lexicographic order of the columns of ``keys`` (``(r, n)``, row 0 most
-    significant), in compiled code: one sort of packed integers, each row's ``value - min``
-    in as many bits as its range needs and the column index in the low bits. When the rows
+    significant), in compiled code: one sort of packed integers (radix sorted when there
+    are many), each row's ``value - min`` in as many bits as its range needs and the
+    column index in the low bits. When the rows
     do not fit in 63 bits (hashed key codes), the packed prefix ends with the leading bits
     of the first row that does not fit, and each run of columns sharing a prefix (in index
     order, so the sort stays stable) is then sorted by whole columns: by insertion when
@@ -286,7 +323,7 @@ def lex_argsort(keys: np.ndarray) -> np.ndarray:
                 v = (v << left) | np.int64(off >> np.uint64(bits[k] - left))
                 left = 0
         packed[i] = (v << ib) | i
-    packed.sort()
+    packed = _sort_packed(packed, ib + min(total, room))
     order = np.empty(n, np.int64)
     mask = (1 << ib) - 1
     for i in range(n):

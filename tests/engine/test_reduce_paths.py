@@ -170,6 +170,27 @@ def test_compiled_lexicographic_sort_is_numpys(rs: list, rows_used: int, runs: b
     assert np.array_equal(got, np.lexsort(a[::-1]) if a.shape[1] else np.zeros(0, np.int64))
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(4096, 9000),
+    st.lists(st.sampled_from(["hash", "narrow", "few", "wide"]), min_size=1, max_size=3),
+)
+def test_radix_sorted_lexicographic_order_is_numpys(seed: int, n: int, kinds: list) -> None:
+    """Many columns take the radix sort of packed keys: still numpy's stable lexsort, for
+    rows that pack, rows that truncate (hashes, wide values) and long runs of equal rows."""
+    rng = np.random.default_rng(seed)
+    make = {
+        "hash": lambda: rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64, endpoint=True),
+        "narrow": lambda: rng.integers(-50, 50, n, dtype=np.int64),
+        "few": lambda: rng.integers(0, 3, n, dtype=np.int64) * (1 << 40),
+        "wide": lambda: rng.integers(0, 1 << 50, n, dtype=np.int64),
+    }
+    a = np.stack([make[k]() for k in kinds])
+    got = sort_kernels.lex_argsort(np.ascontiguousarray(a))
+    assert np.array_equal(got, np.lexsort(a[::-1]))
+
+
 @given(
     st.lists(st.tuples(st.floats(allow_nan=False), st.integers(0, 3)), min_size=128, max_size=300)
 )
