@@ -310,7 +310,7 @@ def lex_argsort(keys: np.ndarray) -> np.ndarray:
     room = 63 - ib  # bits of prefix
     packed = np.empty(n, np.int64)
     for i in range(n):
-        v = 0
+        v = np.int64(0)
         left = room
         for k in range(r):
             if left == 0:
