@@ -197,7 +197,7 @@ class Spine:
         self.batches.append(batch)
         self._stale = min(self._stale, len(self.batches) - 1)
         # tiny batches wait at the end until there are too many of them
-        if batch.diffs.shape[0] < SMALL_RECORDS and waiting < SMALL_BATCHES:
+        if len(batch) < SMALL_RECORDS and waiting < SMALL_BATCHES:
             self._waiting += 1
         else:
             if waiting:
@@ -213,6 +213,7 @@ class Spine:
             self._fuel(max(FUEL_MIN, FUEL_PER_RECORD * len(batch)))
 
     def _count_waiting(self) -> None:
+        """Recount the small batches at the end (after merges changed them)."""
         self._waiting = 0
         for b in reversed(self.batches):
             if len(b) >= SMALL_RECORDS:
