@@ -6,7 +6,8 @@ matched key's record range (or of each pair of records, for a join). numpy needs
 calls per batch for this; these need one call per spine (numba, cached on disk): the
 batches' arrays are passed as a table of their addresses (``TraceBatch.addresses``) and
 viewed in place, since a call per batch (several µs of dispatch each) costs more than the
-seeks of a small query. ``engine.trace.cursor`` and ``operators.join.join_pairs`` hold the
+seeks of a small query. In big batches every step of a seek misses the cache; the loops ask
+for the memory of the query a few places ahead (``_prefetch``), so misses overlap. ``engine.trace.cursor`` and ``operators.join.join_pairs`` hold the
 numpy references the tests compare against.
 """
 
@@ -15,7 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from llvmlite import ir
 from numba import carray, njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 __all__ = [
@@ -40,6 +43,27 @@ def _int64_at_typing(typingctx: Any, address: Any) -> Any:
 
 # An int64 address as a pointer to int64 (to view an array in place with carray).
 _int64_at: Any = intrinsic(_int64_at_typing)
+
+
+def _prefetch_typing(typingctx: Any, address: Any) -> Any:
+    sig = types.void(types.int64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ptr, i32 = ir.PointerType(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ptr, i32, i32, i32]), "llvm.prefetch.p0"
+        )
+        # read, keep in all cache levels, data
+        builder.call(fn, [builder.inttoptr(args[0], ptr), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+# Start loading the cache line at an address, without waiting for it: seeks into big
+# batches miss the cache at every step, and asking a few queries ahead overlaps the misses.
+_prefetch: Any = intrinsic(_prefetch_typing)
+_AHEAD = 8  # queries ahead whose memory is asked for
 
 
 @njit(cache=True, nogil=True)
@@ -119,7 +143,19 @@ def _find_all(
     nq = q_codes.shape[0]
     hit = np.empty(nq, np.int64)
     if radix.shape[0]:
+        c0 = np.uint64(codes[0])
         for i in range(nq):
+            a = i + 2 * _AHEAD  # its bucket's bounds first, then the bucket itself
+            if a < nq and q_codes[a] > codes[0]:
+                b = np.int64((np.uint64(q_codes[a]) - c0) >> np.uint64(shift))
+                _prefetch(radix.ctypes.data + 8 * min(b, radix.shape[0] - 1))
+            a = i + _AHEAD
+            if a < nq and q_codes[a] > codes[0]:
+                b = np.int64((np.uint64(q_codes[a]) - c0) >> np.uint64(shift))
+                j = radix[min(b, radix.shape[0] - 1)]
+                _prefetch(codes.ctypes.data + 8 * j)
+                for r in range(keys.shape[0]):
+                    _prefetch(keys.ctypes.data + 8 * (r * keys.shape[1] + j))
             lo = _radix_lower_bound(codes, q_codes[i], radix, shift)
             hit[i] = _find(lo, q_codes[i], q_keys, i, codes, keys, exact)
         return hit
@@ -260,29 +296,36 @@ def gather_spine(
     and records. ``kv`` and ``d`` are the numbers of value columns and time coordinates."""
     nq, nb = q_codes.shape[0], table.shape[0]
     hits = _table_hits(q_codes, q_keys, table, exact)
+    ends = np.empty((nb, nq), np.int64)  # hits become record ranges: offsets are read once
     n = 0
     for b in range(nb):
         offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
         for i in range(nq):
+            if i + _AHEAD < nq and hits[b, i + _AHEAD] >= 0:
+                _prefetch(table[b, 2] + 8 * hits[b, i + _AHEAD])
             j = hits[b, i]
             if j >= 0:
-                n += offsets[j + 1] - offsets[j]
+                hits[b, i], ends[b, i] = offsets[j], offsets[j + 1]
+                n += ends[b, i] - hits[b, i]
     owner = np.empty(n, np.int64)
     ov = np.empty((kv, n), np.int64)
     ot = np.empty((d, n), np.int64)
     od = np.empty(n, np.int64)
     p = 0
     for b in range(nb):
-        nk, nr = table[b, 6], table[b, 7]
-        offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
+        nr = table[b, 7]
         vals = carray(_int64_at(table[b, 3]), (kv, nr))
         times = carray(_int64_at(table[b, 4]), (d, nr))
         diffs = carray(_int64_at(table[b, 5]), (nr,))
         for i in range(nq):
-            j = hits[b, i]
-            if j < 0:
+            a = i + _AHEAD
+            if a < nq and hits[b, a] >= 0:
+                for c in range(d):
+                    _prefetch(table[b, 4] + 8 * (c * nr + hits[b, a]))
+                _prefetch(table[b, 5] + 8 * hits[b, a])
+            if hits[b, i] < 0:
                 continue
-            for rec in range(offsets[j], offsets[j + 1]):
+            for rec in range(hits[b, i], ends[b, i]):
                 owner[p] = i
                 for c in range(kv):
                     ov[c, p] = vals[c, rec]
