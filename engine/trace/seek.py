@@ -7,8 +7,9 @@ calls per batch for this; these need one call per spine (numba, cached on disk):
 batches' arrays are passed as a table of their addresses (``TraceBatch.addresses``) and
 viewed in place, since a call per batch (several µs of dispatch each) costs more than the
 seeks of a small query. In big batches every step of a seek misses the cache; the loops ask
-for the memory of the query a few places ahead (``_prefetch``), so misses overlap. ``engine.trace.cursor`` and ``operators.join.join_pairs`` hold the
-numpy references the tests compare against.
+for the memory of the query a few places ahead (``_prefetch``), so misses overlap.
+``engine.trace.cursor`` and ``operators.join.join_pairs`` hold the numpy references the
+tests compare against.
 """
 
 from __future__ import annotations
