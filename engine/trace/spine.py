@@ -213,10 +213,11 @@ class Spine:
             self._fuel(max(FUEL_MIN, FUEL_PER_RECORD * len(batch)))
 
     def _count_waiting(self) -> None:
-        """Recount the small batches at the end (after merges changed them)."""
+        """Recount the small batches at the end (after merges changed them); a batch in a
+        merge under way ends the count, as it must not be merged again."""
         self._waiting = 0
         for b in reversed(self.batches):
-            if len(b) >= SMALL_RECORDS:
+            if len(b) >= SMALL_RECORDS or self._busy(b):
                 break
             self._waiting += 1
 

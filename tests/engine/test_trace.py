@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.batch import UpdateBatch
@@ -238,6 +238,11 @@ def test_compiled_arrange_equals_the_steps(rows: list, key_cols: list, wide: boo
     st.lists(st.integers(1, 120), min_size=5, max_size=25),
     st.integers(0, 2**32 - 1),
     st.booleans(),
+)
+@example(  # found by hypothesis: small batches in a merge under way swept into a tail merge
+    sizes=[1, 1, 1, 1, 1, 1, 92, 82, 78, 1, 1, 1, 1, 1, 3, 31, 36, 53, 1, 1, 66, 1, 1, 64],
+    seed=0,
+    two_col=False,
 )
 def test_merges_under_way_keep_the_trace_whole(sizes: list, seed: int, two_col: bool) -> None:
     """With merges done a key range per insert (tiny thresholds here), every insert leaves
