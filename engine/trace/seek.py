@@ -144,16 +144,15 @@ def _find_all(
     nq = q_codes.shape[0]
     hit = np.empty(nq, np.int64)
     if radix.shape[0]:
-        c0 = np.uint64(codes[0])
+        last = radix.shape[0] - 1
         for i in range(nq):
             a = i + 2 * _AHEAD  # its bucket's bounds first, then the bucket itself
             if a < nq and q_codes[a] > codes[0]:
-                b = np.int64((np.uint64(q_codes[a]) - c0) >> np.uint64(shift))
-                _prefetch(radix.ctypes.data + 8 * min(b, radix.shape[0] - 1))
+                b = min(_bucket(codes, q_codes[a], shift), last)
+                _prefetch(radix.ctypes.data + 8 * b)
             a = i + _AHEAD
             if a < nq and q_codes[a] > codes[0]:
-                b = np.int64((np.uint64(q_codes[a]) - c0) >> np.uint64(shift))
-                j = radix[min(b, radix.shape[0] - 1)]
+                j = radix[min(_bucket(codes, q_codes[a], shift), last)]
                 _prefetch(codes.ctypes.data + 8 * j)
                 for r in range(keys.shape[0]):
                     _prefetch(keys.ctypes.data + 8 * (r * keys.shape[1] + j))
@@ -185,6 +184,13 @@ def _radix_size(n: int) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _bucket(codes: np.ndarray, code: int, shift: int) -> np.int64:
+    """The radix bucket of ``code`` (not below ``codes[0]``): its offset from the least
+    code, shifted right by ``shift``."""
+    return np.int64((np.uint64(code) - np.uint64(codes[0])) >> np.uint64(shift))
+
+
+@njit(cache=True, nogil=True)
 def radix_index(codes: np.ndarray) -> tuple[np.ndarray, int]:
     """For sorted ``codes`` of a big batch: (``first``, ``shift``) where bucket ``b`` holds
     the codes whose offset from the least code, shifted right by ``shift``, is ``b``, and
@@ -203,7 +209,7 @@ def radix_index(codes: np.ndarray) -> tuple[np.ndarray, int]:
     first = np.empty(buckets + 1, np.int64)
     b = 0
     for i in range(n):
-        bi = np.int64((np.uint64(codes[i]) - np.uint64(codes[0])) >> np.uint64(shift))
+        bi = _bucket(codes, codes[i], shift)
         while b <= bi:
             first[b] = i
             b += 1
@@ -223,7 +229,7 @@ def _radix_lower_bound(codes: np.ndarray, code: int, first: np.ndarray, shift: i
         return 0
     if code > codes[m - 1]:
         return m
-    b = np.int64((np.uint64(code) - np.uint64(codes[0])) >> np.uint64(shift))
+    b = _bucket(codes, code, shift)
     return _bisect(codes, code, first[b], first[b + 1])
 
 
