@@ -347,10 +347,13 @@ def run(
     verify_each: bool = False,
     progress: bool = True,
     profile: Path | None = None,
+    latencies_path: Path | None = None,
 ) -> dict[str, Any]:
     """Run the closed loop and return the figures (the JSON object of the CLI). With
     ``profile``, pyinstrument samples the update phase (not the load) and its call tree goes
-    to that file; the profiler slows the run, so its figures are not for reporting."""
+    to that file; the profiler slows the run, so its figures are not for reporting. With
+    ``latencies_path``, every batch's latency (ms, float64) is saved there as a ``.npy``
+    array, for ``python -m bench.windows``."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
     verify = verify or verify_each
@@ -433,6 +436,10 @@ def run(
     if verify and not verify_each:
         verified = check(done)
     lat = latencies[:nb]
+    if latencies_path is not None:
+        with latencies_path.open("wb") as f:
+            np.save(f, lat * 1000.0)
+        log(f"{nb} batch latencies (ms) written to {latencies_path}")
     result: dict[str, Any] = {
         "engine": engine,
         "nodes": nodes,
@@ -489,6 +496,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write a pyinstrument call tree of the update phase to FILE (slows the run)",
     )
+    p.add_argument(
+        "--latencies",
+        type=Path,
+        metavar="FILE",
+        help="save every batch latency (ms) to FILE as a .npy array (see python -m bench.windows)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
 
@@ -517,7 +530,10 @@ def _run_child(engine: str, argv: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    a = _parser().parse_args(argv)
+    parser = _parser()
+    a = parser.parse_args(argv)
+    if a.report and a.latencies:
+        parser.error("--latencies saves one engine's run: use it without --report")
     if a.report:
         from bench import report
 
@@ -543,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
         verify_each=a.verify_each,
         progress=not a.quiet,
         profile=a.profile,
+        latencies_path=a.latencies,
     )
     print(json.dumps(result))
     return 0 if result["verified"] is not False else 1
