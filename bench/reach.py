@@ -348,12 +348,14 @@ def run(
     progress: bool = True,
     profile: Path | None = None,
     latencies_path: Path | None = None,
+    command: str = "",
 ) -> dict[str, Any]:
     """Run the closed loop and return the figures (the JSON object of the CLI). With
     ``profile``, pyinstrument samples the update phase (not the load) and its call tree goes
     to that file; the profiler slows the run, so its figures are not for reporting. With
-    ``latencies_path``, every batch's latency (ms, float64) is saved there as a ``.npy``
-    array, for ``python -m bench.windows``."""
+    ``latencies_path``, every batch's latency (ms, float64) is saved there, with the
+    ``command`` that ran, as an ``.npz`` (arrays ``latencies`` and ``command``) for
+    ``python -m bench.windows``."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
     verify = verify or verify_each
@@ -438,7 +440,7 @@ def run(
     lat = latencies[:nb]
     if latencies_path is not None:
         with latencies_path.open("wb") as f:
-            np.save(f, lat * 1000.0)
+            np.savez(f, latencies=lat * 1000.0, command=np.array(command))
         log(f"{nb} batch latencies (ms) written to {latencies_path}")
     result: dict[str, Any] = {
         "engine": engine,
@@ -500,7 +502,7 @@ def _parser() -> argparse.ArgumentParser:
         "--latencies",
         type=Path,
         metavar="FILE",
-        help="save every batch latency (ms) to FILE as a .npy array (see python -m bench.windows)",
+        help="save every batch latency (ms) to FILE as .npz (see python -m bench.windows)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -560,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         progress=not a.quiet,
         profile=a.profile,
         latencies_path=a.latencies,
+        command="python -m bench.reach " + shlex.join(argv),
     )
     print(json.dumps(result))
     return 0 if result["verified"] is not False else 1
