@@ -3,21 +3,26 @@
 A :class:`Graph` holds any number of dataflows, added at any time; operators run in creation
 order, which is a topological order because an operator can only read operators that exist.
 ``step()`` releases every input's buffered updates and runs each operator once; afterwards
-every output is complete at every time not at or beyond its frontier (``engine.progress``).
+every output is complete at every time not at or beyond its frontier (``engine.progress``),
+and every trace is settled (``Spine.settle``: one batch after a bulk load).
 A dataflow added after data arrived starts from the current content of the arrangements it
 reads (``Arrangement.as_collection``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from engine.collection import Arrangement, Collection
 from engine.errors import StepError
 from engine.interning import StringInterner
+from engine.operators.arrange import Arrange
 from engine.operators.base import Operator, Scope
 from engine.operators.input import InputHandle, InputOp
+from engine.operators.iterate import LoopRegion
+from engine.operators.reduce import Reduce
 from engine.schema import ColumnType, Schema
+from engine.trace import Spine
 
 __all__ = ["Graph"]
 
@@ -62,6 +67,8 @@ class Graph:
         self.steps += 1
         if failures:
             raise StepError(failures)
+        for spine in _spines(self.scope):
+            spine.settle()
 
     def drop(self, ops: Sequence[Operator]) -> None:
         """Remove operators (and their loops) from the graph, releasing their trace readers."""
@@ -77,3 +84,12 @@ class Graph:
     def import_arrangement(arrangement: Arrangement) -> Collection:
         """A new reader of an existing arrangement, starting from its current content."""
         return arrangement.as_collection()
+
+
+def _spines(scope: Scope) -> Iterator[Spine]:
+    """The traces owned by the operators of a scope and of the loops nested in it."""
+    for op in scope.operators:
+        if isinstance(op, (Arrange, Reduce)):
+            yield op.spine
+        elif isinstance(op, LoopRegion):
+            yield from _spines(op.inner)

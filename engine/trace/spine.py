@@ -14,7 +14,11 @@ Invariants:
   merge among themselves behind it;
 * ``since`` is the meet of the frontiers of all live readers: every reader may still ask
   about any time ``>=`` its frontier, so times are advanced only by what all readers allow
-  (logical compaction), and merges write advanced, consolidated times (physical compaction).
+  (logical compaction), and merges write advanced, consolidated times (physical compaction);
+* at the end of a step (:meth:`Spine.settle`), a spine that received at least half of its
+  records in that step (a bulk load) is merged into one batch. A bulk step leaves a
+  staircase of big batches that later seeks would all visit and later inserts would merge
+  piecemeal; one merge now costs at most a constant factor of the step's own inserts.
 
 A reader is a :class:`TraceReader`; readers are how shared arrangements know what they may
 forget. A spine with no readers keeps everything.
@@ -33,6 +37,7 @@ from engine.trace.seek import ROW_WIDTH, gather_spine
 
 __all__ = [
     "AMORTIZE_FROM",
+    "SETTLE_FROM",
     "SMALL_BATCHES",
     "SMALL_RECORDS",
     "History",
@@ -46,6 +51,7 @@ SMALL_BATCHES = 8
 AMORTIZE_FROM = 1 << 20  # records: merges at least this big advance a key range per insert
 FUEL_PER_RECORD = 4  # merge work (records) each merge under way does per inserted record
 FUEL_MIN = 2048  # ... and at least this much per insert
+SETTLE_FROM = 1 << 16  # records inserted in one step before the step's end may merge it all
 
 
 class Merging:
@@ -159,6 +165,7 @@ class Spine:
         self._table = np.zeros((8, ROW_WIDTH), np.int64)
         self._stale = 0  # seek-table rows from here on may not match the batches
         self._waiting = 0  # small batches at the end, waiting to be merged
+        self._inserted = 0  # records inserted since the last settle
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:
@@ -193,6 +200,7 @@ class Spine:
         advance by work proportional to the batch."""
         if len(batch) == 0:
             return
+        self._inserted += len(batch)
         waiting = self._waiting
         self.batches.append(batch)
         self._stale = min(self._stale, len(self.batches) - 1)
@@ -254,6 +262,13 @@ class Spine:
             for j in range(len(self.batches) - 1, 0, -1):  # anywhere may be unbalanced now
                 self._rebalance(j)
             self._count_waiting()
+
+    def settle(self) -> None:
+        """The end of a step: merge everything into one batch when the step inserted at least
+        ``SETTLE_FROM`` records and at least half of what the spine now holds."""
+        inserted, self._inserted = self._inserted, 0
+        if inserted >= SETTLE_FROM and 2 * inserted >= self.records() and len(self.batches) > 1:
+            self.compact()
 
     def compact(self) -> None:
         """Merge everything into one batch, advanced to ``since`` (physical compaction)."""

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Antichain, Graph, col, sort_kernels
+from engine.trace import spine as spine_mod
 from tests.engine.reference import Tree, build, evaluate, trees
 
 SETTINGS = settings()
@@ -161,6 +162,22 @@ def test_oracle_with_every_sort_packed(tree: Tree, steps1: list, steps2: list) -
     with _every_sort_packed():
         _check_1d(tree, steps1)
         _check_2d(tree, steps2)
+
+
+@SETTINGS
+@given(trees(max_depth=2), steps_1d, steps_2d)
+def test_oracle_with_traces_settling_after_every_step(
+    tree: Tree, steps1: list, steps2: list
+) -> None:
+    """Every trace that got half its records in a step is merged into one batch at the
+    step's end (normally only from ``SETTLE_FROM`` records: bulk loads)."""
+    saved = spine_mod.SETTLE_FROM
+    spine_mod.SETTLE_FROM = 0
+    try:
+        _check_1d(tree, steps1)
+        _check_2d(tree, steps2)
+    finally:
+        spine_mod.SETTLE_FROM = saved
 
 
 @SETTINGS

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from engine.consolidate import consolidate
 from engine.hashing import key_codes
 from engine.lattice import Antichain
 from engine.trace import Layout, Spine, TraceBatch
+from engine.trace import spine as spine_mod
 from engine.trace.spine import SMALL_BATCHES, SMALL_RECORDS
 
 updates = st.lists(
@@ -248,7 +250,6 @@ def test_merges_under_way_keep_the_trace_whole(sizes: list, seed: int, two_col: 
     """With merges done a key range per insert (tiny thresholds here), every insert leaves
     the spine holding exactly what was inserted (advanced to ``since``), seeks find every
     record, and merges under way finish."""
-    import engine.trace.spine as spine_mod
 
     saved = (spine_mod.AMORTIZE_FROM, spine_mod.FUEL_MIN, spine_mod.FUEL_PER_RECORD)
     spine_mod.AMORTIZE_FROM, spine_mod.FUEL_MIN, spine_mod.FUEL_PER_RECORD = 48, 6, 1
@@ -351,3 +352,41 @@ def test_a_big_merge_goes_on_across_inserts() -> None:
     assert inserts >= (total - FUEL_PER_RECORD * len(c)) // per_insert - 1  # not at once
     assert len(spine.batches[0]) == total  # a, b and c, merged
     assert spine.records() == total + 4 * inserts
+
+
+def test_a_bulk_step_settles_into_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a step's end a spine that got at least half its records in the step (and at least
+    ``SETTLE_FROM``) is merged into one batch, compacted to ``since``; a step that adds
+    less leaves the batches as they are. Readers see the same content either way."""
+    monkeypatch.setattr(spine_mod, "SETTLE_FROM", 100)
+    layout = Layout.by_key(2, [0])
+    spine = Spine(layout, 1)
+    reader = spine.reader(Antichain([0]))
+    rng = np.random.default_rng(2)
+
+    def insert(size: int, t: int) -> None:
+        data = rng.integers(0, 50, size=(2, size))
+        times = np.full((1, size), t)
+        spine.insert(TraceBatch.from_updates(layout, UpdateBatch.build(data, times, np.ones(size))))
+
+    for t, size in enumerate((400, 180, 90, 40)):  # a bulk step: one geometric staircase
+        insert(size, t)
+    assert len(spine.batches) > 1
+    reader.advance(Antichain([2]))
+    before = spine.content()
+    spine.settle()
+    assert len(spine.batches) == 1
+    after = spine.batches[0]
+    for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
+        assert np.array_equal(getattr(before, name), getattr(after, name)), name
+    assert after.times.min() >= 2  # compacted to since
+
+    insert(60, 5)  # a small step: under half of the trace
+    spine.settle()
+    assert len(spine.batches) == 2
+    insert(99, 6)  # half of the trace, but fewer than SETTLE_FROM records
+    spine.settle()
+    assert len(spine.batches) == 3
+    insert(2 * spine.records(), 7)  # a second bulk step
+    spine.settle()
+    assert len(spine.batches) == 1
