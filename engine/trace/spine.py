@@ -265,10 +265,12 @@ class Spine:
 
     def settle(self) -> None:
         """The end of a step: merge everything into one batch when the step inserted at least
-        ``SETTLE_FROM`` records and at least half of what the spine now holds."""
+        ``SETTLE_FROM`` records and at least half of what the spine now holds, and index it
+        for seeks (its radix index) before anyone reads it."""
         inserted, self._inserted = self._inserted, 0
         if inserted >= SETTLE_FROM and 2 * inserted >= self.records() and len(self.batches) > 1:
             self.compact()
+            self.seek_table()  # its radix index: built now, not by the first read
 
     def compact(self) -> None:
         """Merge everything into one batch, advanced to ``since`` (physical compaction)."""

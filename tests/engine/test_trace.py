@@ -377,6 +377,7 @@ def test_a_bulk_step_settles_into_one_batch(monkeypatch: pytest.MonkeyPatch) -> 
     spine.settle()
     assert len(spine.batches) == 1
     after = spine.batches[0]
+    assert after.table_row is not None  # indexed for seeks before the first read
     for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
         assert np.array_equal(getattr(before, name), getattr(after, name)), name
     assert after.times.min() >= 2  # compacted to since
