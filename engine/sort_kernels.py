@@ -297,11 +297,11 @@ def lex_argsort(keys: np.ndarray) -> np.ndarray:
     """The stable lexicographic order of the columns of ``keys`` (``(r, n)``, row 0 most
     significant), in compiled code: one sort of packed integers (radix sorted when there
     are many), each row's ``value - min`` in as many bits as its range needs and the
-    column index in the low bits. When the rows
-    do not fit in 63 bits (hashed key codes), the packed prefix ends with the leading bits
-    of the first row that does not fit, and each run of columns sharing a prefix (in index
-    order, so the sort stays stable) is then sorted by whole columns: by insertion when
-    short, as hashes make them, else by a stable sort per row."""
+    column index in the low bits. When the rows do not fit in 63 bits (hashed key codes),
+    the packed prefix ends with the leading bits of the first row that does not fit, and
+    each run of columns sharing a prefix (in index order, so the sort stays stable) is
+    then sorted by whole columns: by insertion when short, as hashes make them, else by a
+    stable sort per row."""
     r, n = keys.shape
     ib = 1
     while (1 << ib) < n:
