@@ -9,7 +9,8 @@ in one call, with the same compiled pieces the driver uses (``gather_spine``,
 ``line_grid``, ``scalar_differences``), for the shape those apply to: keys without value
 columns in and out, and candidate times on a line (``reduce_line``). Otherwise it reports
 that it does not apply, before changing anything, and the driver takes its general path;
-tests compare the two.
+tests compare the two. The delta and the pending triples both come sorted in trace order,
+so the distinct keys and the new pending set are found by merging them, not by sorting.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from numba import njit
 
 from engine.operators.reduce_line import line_grid, pinned_round
 from engine.operators.reduce_scalar import scalar_differences
-from engine.sort_kernels import consolidate_order
+from engine.sort_kernels import lex_argsort
 from engine.trace.seek import gather_spine
 
 __all__ = ["set_step"]
+
+_INSERTION = 16  # a key's pending times up to this many are sorted by insertion
 
 
 @njit(cache=True, nogil=True)
@@ -40,29 +43,66 @@ def _beyond(felems: np.ndarray, times: np.ndarray, i: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _put(
-    codes: np.ndarray,
-    keys: np.ndarray,
-    times: np.ndarray,
-    at: int,
-    code: int,
-    src_keys: np.ndarray,
-    key: int,
-    src_times: np.ndarray,
-    time: int,
-) -> None:
-    """Write (code, key column ``key`` of ``src_keys``, time column ``time`` of
-    ``src_times``) at position ``at``."""
-    codes[at] = code
-    keys[:, at] = src_keys[:, key]
-    times[:, at] = src_times[:, time]
+def _copy_column(dst: np.ndarray, at: int, src: np.ndarray, i: int) -> None:
+    """Column ``i`` of ``src`` into column ``at`` of ``dst``."""
+    for c in range(src.shape[0]):
+        dst[c, at] = src[c, i]
 
 
 @njit(cache=True, nogil=True)
-def _distinct(rows: np.ndarray) -> np.ndarray:
-    """Index of the first of each distinct column of ``rows``, in sorted order."""
-    first, _ = consolidate_order(rows, np.ones(rows.shape[1], np.int64))
-    return first
+def _key_cmp(
+    a_codes: np.ndarray,
+    a_keys: np.ndarray,
+    a: int,
+    b_codes: np.ndarray,
+    b_keys: np.ndarray,
+    b: int,
+    exact: bool,
+) -> int:
+    """-1, 0 or 1 as key ``a`` sorts before, with or after key ``b`` in trace order (by
+    code, then, where codes are hashes, by key columns)."""
+    if a_codes[a] != b_codes[b]:
+        return -1 if a_codes[a] < b_codes[b] else 1
+    if not exact:
+        for j in range(a_keys.shape[0]):
+            if a_keys[j, a] != b_keys[j, b]:
+                return -1 if a_keys[j, a] < b_keys[j, b] else 1
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _time_less(times: np.ndarray, a: int, b: int) -> bool:
+    """Whether time column ``a`` sorts lexicographically before column ``b``."""
+    for c in range(times.shape[0]):
+        if times[c, a] != times[c, b]:
+            return times[c, a] < times[c, b]
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _sort_times(times: np.ndarray, m: int) -> int:
+    """Sort the first ``m`` columns of ``times`` lexicographically and drop repeats, in
+    place; returns how many are left. By insertion when few (a key's pending times
+    usually are), else by ``lex_argsort``."""
+    if m > _INSERTION:
+        order = lex_argsort(times[:, :m].copy())
+        sorted_ = times[:, :m].copy()
+        for i in range(m):
+            times[:, i] = sorted_[:, order[i]]
+    else:
+        for i in range(1, m):
+            j = i
+            while j > 0 and _time_less(times, j, j - 1):
+                for c in range(times.shape[0]):
+                    times[c, j], times[c, j - 1] = times[c, j - 1], times[c, j]
+                j -= 1
+    u = 0
+    for i in range(m):
+        if u == 0 or _time_less(times, u - 1, i):
+            for c in range(times.shape[0]):
+                times[c, u] = times[c, i]
+            u += 1
+    return u
 
 
 @njit(cache=True, nogil=True)
@@ -143,67 +183,68 @@ def set_step(
     its keys expanded per record, key column ``j`` as row ``columns[j]``. When it does not apply,
     everything after the flag is empty and nothing has been decided."""
     kk, d = d_keys.shape[0], d_times.shape[0]
-    n_delta, n_pend = d_times.shape[1], p_codes.shape[0]
+    nd, n_pend = d_codes.shape[0], p_codes.shape[0]
     z1 = np.zeros(0, np.int64)
     zk = np.zeros((kk, 0), np.int64)
     zt = np.zeros((d, 0), np.int64)
-    # split the delta's and the pending times into new (complete now) and waiting
-    cap = n_delta + n_pend
-    n_codes = np.empty(cap, np.int64)
-    n_keys = np.empty((kk, cap), np.int64)
+    # walk the delta's keys and the pending triples together in trace order (both come
+    # sorted), splitting their times into new (complete now) and waiting: the keys with
+    # new times come out distinct and sorted, each new time knowing its key (owner)
+    cap = d_times.shape[1] + n_pend
+    owner = np.empty(cap, np.int64)
     n_times = np.empty((d, cap), np.int64)
     w_codes = np.empty(cap, np.int64)
     w_keys = np.empty((kk, cap), np.int64)
     w_times = np.empty((d, cap), np.int64)
-    nn = 0
-    nw = 0
-    for j in range(d_codes.shape[0]):
-        for rec in range(d_offsets[j], d_offsets[j + 1]):
-            if _beyond(felems, d_times, rec):
-                _put(w_codes, w_keys, w_times, nw, d_codes[j], d_keys, j, d_times, rec)
-                nw += 1
-            else:
-                _put(n_codes, n_keys, n_times, nn, d_codes[j], d_keys, j, d_times, rec)
-                nn += 1
-    for i in range(n_pend):
-        if _beyond(felems, p_times, i):
-            _put(w_codes, w_keys, w_times, nw, p_codes[i], p_keys, i, p_times, i)
-            nw += 1
+    k_codes = np.empty(nd + n_pend, np.int64)
+    k_keys = np.empty((kk, nd + n_pend), np.int64)
+    nn = nw = nkeys = 0
+    j = i = 0
+    while j < nd or i < n_pend:
+        if j < nd and i < n_pend:
+            order = _key_cmp(d_codes, d_keys, j, p_codes, p_keys, i, exact)
         else:
-            _put(n_codes, n_keys, n_times, nn, p_codes[i], p_keys, i, p_times, i)
-            nn += 1
+            order = -1 if j < nd else 1
+        start = nn
+        if order <= 0:  # the delta's key j
+            k_codes[nkeys] = d_codes[j]
+            _copy_column(k_keys, nkeys, d_keys, j)
+            for rec in range(d_offsets[j], d_offsets[j + 1]):
+                if _beyond(felems, d_times, rec):
+                    w_codes[nw] = d_codes[j]
+                    _copy_column(w_keys, nw, d_keys, j)
+                    _copy_column(w_times, nw, d_times, rec)
+                    nw += 1
+                else:
+                    owner[nn] = nkeys
+                    _copy_column(n_times, nn, d_times, rec)
+                    nn += 1
+            j += 1
+        if order >= 0:  # the pending triples of key i
+            k_codes[nkeys] = p_codes[i]
+            _copy_column(k_keys, nkeys, p_keys, i)
+            first = i
+            while i < n_pend and (
+                i == first or _key_cmp(p_codes, p_keys, i, p_codes, p_keys, first, exact) == 0
+            ):
+                if _beyond(felems, p_times, i):
+                    w_codes[nw] = p_codes[i]
+                    _copy_column(w_keys, nw, p_keys, i)
+                    _copy_column(w_times, nw, p_times, i)
+                    nw += 1
+                else:
+                    owner[nn] = nkeys
+                    _copy_column(n_times, nn, p_times, i)
+                    nn += 1
+                i += 1
+        if nn > start:  # the key has new times: keep it
+            nkeys += 1
+    owner = owner[:nn]
     n_times = n_times[:, :nn].copy()
     if nn and pinned_round(n_times, felems) < 0:
         return False, z1, zk, zt, z1, zk, z1, zt, z1, zk
-    # the distinct keys, in trace order; owner: each new time's key
-    kr = 0 if exact else kk
-    rows = np.empty((1 + kr, nn), np.int64)
-    rows[0] = n_codes[:nn]
-    for j in range(kr):
-        rows[1 + j] = n_keys[j, :nn]
-    first = _distinct(rows)
-    nkeys = first.shape[0]
-    k_codes = np.empty(nkeys, np.int64)
-    k_keys = np.empty((kk, nkeys), np.int64)
-    for g in range(nkeys):
-        k_codes[g] = n_codes[first[g]]
-        k_keys[:, g] = n_keys[:, first[g]]
-    owner = np.empty(nn, np.int64)
-    for i in range(nn):  # binary search of each new time's key among the distinct keys
-        lo, hi = 0, nkeys
-        while lo < hi:
-            mid = (lo + hi) // 2
-            less = k_codes[mid] < n_codes[i]
-            if not less and k_codes[mid] == n_codes[i] and not exact:
-                for j in range(kk):
-                    if k_keys[j, mid] != n_keys[j, i]:
-                        less = k_keys[j, mid] < n_keys[j, i]
-                        break
-            if less:
-                lo = mid + 1
-            else:
-                hi = mid
-        owner[i] = lo
+    k_codes = k_codes[:nkeys]
+    k_keys = k_keys[:, :nkeys].copy()
     # histories, candidate grid, differences
     if nn == 0:
         c_owner, c_times, g_owner, g_times = z1, zt, z1, zt
@@ -236,27 +277,52 @@ def set_step(
         for j in range(kk):
             out_rows[columns[j], i] = k_keys[j, ko[i]]
     out_offsets[u] = m
-    # pending: what waits, plus the grid's new pending times; distinct and sorted
+    # pending: what waits, plus the grid's new pending times, distinct and sorted. Both
+    # come by key in trace order (the grid's by owner, times sorted): merge them key by
+    # key, sorting each key's times
     ng = g_owner.shape[0]
     total = nw + ng
-    prow = np.empty((1 + kk + d, total), np.int64)
-    prow[0, :nw] = w_codes[:nw]
-    prow[1 : 1 + kk, :nw] = w_keys[:, :nw]
-    prow[1 + kk :, :nw] = w_times[:, :nw]
-    for i in range(ng):
-        prow[0, nw + i] = k_codes[g_owner[i]]
-        prow[1 : 1 + kk, nw + i] = k_keys[:, g_owner[i]]
-        prow[1 + kk :, nw + i] = g_times[:, i]
-    keep = _distinct(prow)
-    np_ = keep.shape[0]
-    new_p = np.empty((1 + kk + d, np_), np.int64)
-    for i in range(np_):
-        new_p[:, i] = prow[:, keep[i]]
+    new_codes = np.empty(total, np.int64)
+    new_keys = np.empty((kk, total), np.int64)
+    new_times = np.empty((d, total), np.int64)
+    group = np.empty((d, total), np.int64)
+    np_ = 0
+    a = b = 0
+    while a < nw or b < ng:
+        if a < nw and b < ng:
+            order = _key_cmp(w_codes, w_keys, a, k_codes, k_keys, g_owner[b], exact)
+        else:
+            order = -1 if a < nw else 1
+        m = 0
+        if order <= 0:
+            new_codes[np_] = w_codes[a]
+            _copy_column(new_keys, np_, w_keys, a)
+            first = a
+            while a < nw and (
+                a == first or _key_cmp(w_codes, w_keys, a, w_codes, w_keys, first, exact) == 0
+            ):
+                _copy_column(group, m, w_times, a)
+                m += 1
+                a += 1
+        if order >= 0:
+            g = g_owner[b]
+            new_codes[np_] = k_codes[g]
+            _copy_column(new_keys, np_, k_keys, g)
+            while b < ng and g_owner[b] == g:
+                _copy_column(group, m, g_times, b)
+                m += 1
+                b += 1
+        m = _sort_times(group, m)
+        for t in range(m):  # the key was written at np_: repeat it for each time
+            new_codes[np_ + t] = new_codes[np_]
+            _copy_column(new_keys, np_ + t, new_keys, np_)
+            _copy_column(new_times, np_ + t, group, t)
+        np_ += m
     return (
         True,
-        new_p[0].copy(),
-        new_p[1 : 1 + kk].copy(),
-        new_p[1 + kk :].copy(),
+        new_codes[:np_].copy(),
+        new_keys[:, :np_].copy(),
+        new_times[:, :np_].copy(),
         out_codes,
         out_keys,
         out_offsets,
