@@ -426,7 +426,7 @@ def unpack_table(
     vals = np.empty((kv, n), np.int64)
     times = np.empty((d, n), np.int64)
     diffs = np.empty(n, np.int64)
-    for b in range(nb):
+    for b in range(nb):  # column by column: only codes and keys repeat per record
         nk, nr = table[b, 6], table[b, 7]
         b_codes = carray(_int64_at(table[b, 0]), (nk,))
         b_keys = carray(_int64_at(table[b, 1]), (kk, nk))
@@ -434,22 +434,27 @@ def unpack_table(
         b_vals = carray(_int64_at(table[b, 3]), (kv, nr))
         b_times = carray(_int64_at(table[b, 4]), (d, nr))
         b_diffs = carray(_int64_at(table[b, 5]), (nr,))
-        shift = bounds[b] - offsets[key_lo[b]]
+        lo, hi = offsets[key_lo[b]], offsets[key_hi[b]]
+        at = bounds[b]
+        for c in range(kv):
+            vals[c, at : bounds[b + 1]] = b_vals[c, lo:hi]
+        for c in range(d):
+            times[c, at : bounds[b + 1]] = b_times[c, lo:hi]
+        diffs[at : bounds[b + 1]] = b_diffs[lo:hi]
+        shift = at - lo
         for j in range(key_lo[b], key_hi[b]):
-            for rec in range(offsets[j], offsets[j + 1]):
-                p = shift + rec
-                codes[p] = b_codes[j]
-                for c in range(kk):
-                    keys[c, p] = b_keys[c, j]
-                for c in range(kv):
-                    vals[c, p] = b_vals[c, rec]
-                for c in range(d):
-                    t = b_times[c, rec]
-                    if since.shape[0]:
-                        best = max(t, since[0, c])
-                        for f in range(1, since.shape[0]):
-                            best = min(best, max(t, since[f, c]))
-                        t = best
-                    times[c, p] = t
-                diffs[p] = b_diffs[rec]
+            first, end = offsets[j] + shift, offsets[j + 1] + shift
+            for rec in range(first, end):
+                codes[rec] = b_codes[j]
+            for c in range(kk):
+                for rec in range(first, end):
+                    keys[c, rec] = b_keys[c, j]
+    if since.shape[0]:  # advance every time by the frontier
+        for c in range(d):
+            for p in range(n):
+                t = times[c, p]
+                best = max(t, since[0, c])
+                for f in range(1, since.shape[0]):
+                    best = min(best, max(t, since[f, c]))
+                times[c, p] = best
     return codes, keys, vals, times, diffs, bounds
