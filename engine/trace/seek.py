@@ -268,6 +268,36 @@ def table_row(
     return row
 
 
+_FEW_KEYS = 8  # a batch with fewer keys than 1/8 of the (sorted) queries is walked key by key
+
+
+@njit(cache=True, nogil=True)
+def _find_few(
+    q_codes: np.ndarray, q_keys: np.ndarray, codes: np.ndarray, keys: np.ndarray, exact: bool
+) -> np.ndarray:
+    """:func:`_find_all` for ascending queries and a batch of few keys: each batch key
+    gallops to its code among the queries, instead of every query searching the batch."""
+    nq = q_codes.shape[0]
+    hit = np.full(nq, -1, np.int64)
+    q = 0
+    for j in range(codes.shape[0]):
+        q = _lower_bound(q_codes, codes[j], q)
+        i = q
+        while i < nq and q_codes[i] == codes[j]:
+            if exact:
+                hit[i] = j
+            else:
+                same = True
+                for r in range(keys.shape[0]):
+                    if keys[r, j] != q_keys[r, i]:
+                        same = False
+                        break
+                if same:
+                    hit[i] = j
+            i += 1
+    return hit
+
+
 @njit(cache=True, nogil=True)
 def _table_hits(
     q_codes: np.ndarray, q_keys: np.ndarray, table: np.ndarray, exact: bool
@@ -276,10 +306,18 @@ def _table_hits(
     nq, kk, nb = q_codes.shape[0], q_keys.shape[0], table.shape[0]
     hits = np.empty((nb, nq), np.int64)
     no_radix = np.zeros(0, np.int64)
+    ascending = True
+    for i in range(1, nq):
+        if q_codes[i] < q_codes[i - 1]:
+            ascending = False
+            break
     for b in range(nb):
         nk = table[b, 6]
         codes = carray(_int64_at(table[b, 0]), (nk,))
         keys = carray(_int64_at(table[b, 1]), (kk, nk))
+        if ascending and nk * _FEW_KEYS < nq:
+            hits[b] = _find_few(q_codes, q_keys, codes, keys, exact)
+            continue
         radix = no_radix
         if table[b, 8] != 0:
             radix = carray(_int64_at(table[b, 8]), (_radix_size(nk),))

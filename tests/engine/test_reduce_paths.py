@@ -633,3 +633,45 @@ def test_set_step_does_not_depend_on_key_codes(
             net[(x, y, t)] = net.get((x, y, t), 0) + diff
         waiting |= {k for k, n in net.items() if n and k[2] >= 20}
         assert waiting <= set(pend)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 40),
+    st.sampled_from([None, 1, 3]),
+    st.booleans(),
+)
+def test_seeks_into_batches_of_few_keys_walk_their_keys(
+    seed: int, few: int, buckets: int | None, ascending: bool
+) -> None:
+    """A batch with far fewer keys than the queries is walked key by key (each of its keys
+    looked up among the ascending queries); it finds what numpy finds, with hashed codes,
+    with codes that collide (``buckets``) and with exact codes, and queries out of order
+    take the per-query search."""
+    from engine.hashing import key_codes
+    from engine.trace.seek import _FEW_KEYS
+
+    rng = np.random.default_rng(seed)
+    two = buckets is not None
+    layout = Layout.by_key(3, [0, 1]) if two else Layout.by_key(3, [0])
+
+    def batch(n: int) -> TraceBatch:
+        data = np.stack([rng.integers(0, 600, n), rng.integers(0, 4, n), rng.integers(0, 3, n)])
+        keys, vals = layout.split(data)
+        codes = key_codes(keys) if buckets in (None, 1) else (keys[0] * 7 + keys[1]) % buckets
+        times, diffs = rng.integers(0, 4, size=(1, n)), np.ones(n, np.int64)
+        return TraceBatch.from_records(layout, codes, keys, vals, times, diffs)
+
+    spine = Spine(layout, 1)
+    spine.insert(batch(400))
+    spine.insert(batch(few))
+    everything = spine.content()
+    q_codes, q_keys = everything.codes, everything.keys  # sorted, like a reduce's keys
+    assert spine.batches[-1].nkeys * _FEW_KEYS < q_codes.shape[0]
+    if not ascending:
+        order = rng.permutation(q_codes.shape[0])
+        q_codes, q_keys = q_codes[order], np.ascontiguousarray(q_keys[:, order])
+    h, r = spine.gather(q_codes, q_keys), spine.gather_reference(q_codes, q_keys)
+    assert np.array_equal(h.owner, r.owner) and np.array_equal(h.diffs, r.diffs)
+    assert np.array_equal(h.vals, r.vals) and np.array_equal(h.times, r.times)
