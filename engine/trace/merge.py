@@ -2,9 +2,10 @@
 
 Every batch holds its records sorted by (code, key, value, time). Advancing times by a
 frontier never changes a record's (code, key, value) *row*, so the union of batches is
-sorted by row after a k-way merge (pairwise passes, stable: ``O(n log k)``); only the times
-inside a group of equal rows may fall out of order once advanced, and those groups are
-re-sorted on their own (most are already in order). Consolidation then sums equal
+sorted by row after a k-way merge (pairwise passes by row and advanced time, stable:
+``O(n log k)``); only the times inside a group of equal rows may be out of order, where
+advancing reordered them within a batch, and those groups are re-sorted on their own (most
+are already in order). One more pass finds the groups, checks their order and sums equal
 (row, time) records. The result is what sorting the union would give
 (``TraceBatch.from_records``); tests compare the two.
 """
@@ -40,15 +41,34 @@ def _compare_rows(
 
 
 @njit(cache=True, nogil=True)
+def _compare_records(
+    codes: np.ndarray,
+    keys: np.ndarray,
+    vals: np.ndarray,
+    tk: np.ndarray,
+    a: int,
+    b: int,
+    exact: bool,
+) -> int:
+    """-1, 0 or 1 as record ``a`` sorts before, with, or after record ``b``: by row, then
+    by time key."""
+    c = _compare_rows(codes, keys, vals, a, b, exact)
+    if c != 0 or tk[a] == tk[b]:
+        return c
+    return -1 if tk[a] < tk[b] else 1
+
+
+@njit(cache=True, nogil=True)
 def _merge_runs(
     codes: np.ndarray,
     keys: np.ndarray,
     vals: np.ndarray,
+    tk: np.ndarray,
     bounds: np.ndarray,
     exact: bool,
 ) -> np.ndarray:
-    """The stable order of records by row, merging the sorted runs ``bounds[i]:bounds[i+1]``
-    two at a time."""
+    """The stable order of records by (row, time key), merging the sorted runs
+    ``bounds[i]:bounds[i+1]`` two at a time."""
     n = codes.shape[0]
     perm = np.arange(n)
     buf = np.empty(n, np.int64)
@@ -64,7 +84,7 @@ def _merge_runs(
             hi = starts[r + 2] if r + 1 < runs else mid
             i, j, k = lo, mid, lo
             while i < mid and j < hi:
-                if _compare_rows(codes, keys, vals, perm[j], perm[i], exact) < 0:
+                if _compare_records(codes, keys, vals, tk, perm[j], perm[i], exact) < 0:
                     buf[k] = perm[j]
                     j += 1
                 else:
@@ -148,34 +168,34 @@ def merge_consolidate(
     if not ok:
         z = np.zeros(0, np.int64)
         return z, z, False
-    perm = _merge_runs(codes, keys, vals, bounds, exact)
+    perm = _merge_runs(codes, keys, vals, tk, bounds, exact)
     n = perm.shape[0]
-    lo = 0
-    for i in range(1, n + 1):
-        if i == n or _compare_rows(codes, keys, vals, perm[i], perm[lo], exact) != 0:
-            if i - lo > 1:
-                _sort_group_times(perm, tk, lo, i)
-            lo = i
     first = np.empty(n, np.int64)
     sums = np.empty(n, np.int64)
     m = 0
-    g = 0
-    while g < n:
-        head = perm[g]
-        s = diffs[head]
-        h = g + 1
-        while (
-            h < n
-            and tk[perm[h]] == tk[head]
-            and _compare_rows(codes, keys, vals, perm[h], head, exact) == 0
-        ):
-            s += diffs[perm[h]]
-            h += 1
-        if s != 0:
-            first[m] = head
-            sums[m] = s
-            m += 1
-        g = h
+    lo = 0
+    while lo < n:  # a group of equal rows: its times in order, then equal times summed
+        hi = lo + 1
+        ordered = True
+        while hi < n and _compare_rows(codes, keys, vals, perm[hi], perm[lo], exact) == 0:
+            ordered = ordered and tk[perm[hi - 1]] <= tk[perm[hi]]
+            hi += 1
+        if not ordered:
+            _sort_group_times(perm, tk, lo, hi)
+        g = lo
+        while g < hi:
+            head = perm[g]
+            s = diffs[head]
+            h = g + 1
+            while h < hi and tk[perm[h]] == tk[head]:
+                s += diffs[perm[h]]
+                h += 1
+            if s != 0:
+                first[m] = head
+                sums[m] = s
+                m += 1
+            g = h
+        lo = hi
     return first[:m], sums[:m], True
 
 
