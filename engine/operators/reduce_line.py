@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.operators.reduce_scalar import group_by_owner
 from engine.sort_kernels import lex_argsort
 
 __all__ = ["line_candidates", "line_grid", "pinned_round"]
@@ -25,6 +26,43 @@ def _complete(felems: np.ndarray, p0: int, p1: int, d: int) -> bool:
         if felems[e, 0] <= p0 and (d == 1 or felems[e, 1] <= p1):
             return False
     return True
+
+
+_INSERTION = 16  # a key's run up to this long is sorted by insertion
+
+
+@njit(cache=True, nogil=True)
+def _before(rows: np.ndarray, a: int, b: int) -> bool:
+    """Whether column ``a`` of ``rows`` sorts strictly before column ``b``."""
+    for c in range(rows.shape[0]):
+        if rows[c, a] != rows[c, b]:
+            return rows[c, a] < rows[c, b]
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _owner_order(owner: np.ndarray, rows: np.ndarray, nkeys: int) -> np.ndarray:
+    """The order of (owner, then the columns of ``rows``), owners below ``nkeys``: a counting
+    sort by owner, then each owner's (short) run by its rows: by insertion, or by
+    ``lex_argsort`` when long. Cheaper than one sort of everything when keys are many."""
+    order, lo = group_by_owner(owner, nkeys)
+    for k in range(nkeys):
+        a, b = lo[k], lo[k + 1]
+        if b - a <= _INSERTION:
+            for i in range(a + 1, b):
+                x = order[i]
+                j = i - 1
+                while j >= a and _before(rows, x, order[j]):
+                    order[j + 1] = order[j]
+                    j -= 1
+                order[j + 1] = x
+        else:
+            run = order[a:b].copy()
+            sub = np.empty((rows.shape[0], b - a), np.int64)
+            for i in range(b - a):
+                sub[:, i] = rows[:, run[i]]
+            order[a:b] = run[lex_argsort(sub)]
+    return order
 
 
 @njit(cache=True, nogil=True)
@@ -62,10 +100,7 @@ def line_candidates(
         lo_v[m] = new_t0[i]
         m += 1
     lo_o, lo_v = lo_o[:m], lo_v[:m]
-    pairs = np.empty((2, m), np.int64)
-    pairs[0] = lo_o
-    pairs[1] = lo_v
-    order = lex_argsort(pairs)
+    order = _owner_order(lo_o, lo_v.reshape(1, m), nkeys)
     o = np.empty(m, np.int64)
     v = np.empty(m, np.int64)
     L = 0
@@ -133,11 +168,10 @@ def line_candidates(
             p_1[np_] = best[k] if d == 2 else 0
             np_ += 1
     p_o, p_0, p_1 = p_o[:np_], p_0[:np_], p_1[:np_]
-    triples = np.empty((3, np_), np.int64)
-    triples[0] = p_o
-    triples[1] = p_0
-    triples[2] = p_1
-    order = lex_argsort(triples)
+    times = np.empty((2, np_), np.int64)
+    times[0] = p_0
+    times[1] = p_1
+    order = _owner_order(p_o, times, nkeys)
     keep = np.zeros(np_, np.bool_)
     for i in range(np_):
         a = order[i]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["scalar_differences"]
+__all__ = ["group_by_owner", "scalar_differences"]
 
 
 @njit(cache=True, nogil=True)
@@ -28,7 +28,7 @@ PAIRS_UP_TO = 256  # per key, candidates x records up to which the pairwise sum 
 
 
 @njit(cache=True, nogil=True)
-def _group_by_owner(owner: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
+def group_by_owner(owner: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
     """A stable counting sort by owner: (order, start of each key's run, length nkeys + 1)."""
     lo = np.zeros(nkeys + 1, np.int64)
     for i in range(owner.shape[0]):
@@ -68,8 +68,8 @@ def _accumulate(
     pairwise; on a line (every candidate sharing its coordinates after the first) a bigger
     key sorts the records that pass those coordinates and sweeps them beside its sorted
     candidates, ``O((candidates + records) log)`` instead of their product."""
-    order, lo = _group_by_owner(owner, nkeys)
-    c_order, c_lo = _group_by_owner(c_owner, nkeys)
+    order, lo = group_by_owner(owner, nkeys)
+    c_order, c_lo = group_by_owner(c_owner, nkeys)
     line = _shares_rest(c_times)
     d = times.shape[0]
     acc = np.zeros(c_owner.shape[0], np.int64)
