@@ -21,6 +21,7 @@ __all__ = [
     "COMPILED_BELOW",
     "PACKED_FROM",
     "arrange_rows",
+    "column_less",
     "consolidate_columns",
     "consolidate_hashed",
     "consolidate_order",
@@ -263,7 +264,7 @@ _INSERTION_RUN = 16  # runs of equal sort prefix up to this long are finished by
 
 
 @njit(cache=True, nogil=True)
-def _column_less(keys: np.ndarray, a: int, b: int) -> bool:
+def column_less(keys: np.ndarray, a: int, b: int) -> bool:
     """Whether column ``a`` of ``keys`` sorts strictly before column ``b``."""
     for k in range(keys.shape[0]):
         if keys[k, a] != keys[k, b]:
@@ -278,7 +279,7 @@ def _finish_run(keys: np.ndarray, order: np.ndarray, lo: int, hi: int) -> None:
         for i in range(lo + 1, hi):
             x = order[i]
             j = i - 1
-            while j >= lo and _column_less(keys, x, order[j]):
+            while j >= lo and column_less(keys, x, order[j]):
                 order[j + 1] = order[j]
                 j -= 1
             order[j + 1] = x

@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from engine.operators.reduce_scalar import group_by_owner
-from engine.sort_kernels import lex_argsort
+from engine.sort_kernels import column_less, lex_argsort
 
 __all__ = ["line_candidates", "line_grid", "pinned_round"]
 
@@ -32,15 +32,6 @@ _INSERTION = 16  # a key's run up to this long is sorted by insertion
 
 
 @njit(cache=True, nogil=True)
-def _before(rows: np.ndarray, a: int, b: int) -> bool:
-    """Whether column ``a`` of ``rows`` sorts strictly before column ``b``."""
-    for c in range(rows.shape[0]):
-        if rows[c, a] != rows[c, b]:
-            return rows[c, a] < rows[c, b]
-    return False
-
-
-@njit(cache=True, nogil=True)
 def _owner_order(owner: np.ndarray, rows: np.ndarray, nkeys: int) -> np.ndarray:
     """The order of (owner, then the columns of ``rows``), owners below ``nkeys``: a counting
     sort by owner, then each owner's (short) run by its rows: by insertion, or by
@@ -52,7 +43,7 @@ def _owner_order(owner: np.ndarray, rows: np.ndarray, nkeys: int) -> np.ndarray:
             for i in range(a + 1, b):
                 x = order[i]
                 j = i - 1
-                while j >= a and _before(rows, x, order[j]):
+                while j >= a and column_less(rows, x, order[j]):
                     order[j + 1] = order[j]
                     j -= 1
                 order[j + 1] = x

@@ -20,7 +20,7 @@ from numba import njit
 
 from engine.operators.reduce_line import line_grid, pinned_round
 from engine.operators.reduce_scalar import scalar_differences
-from engine.sort_kernels import lex_argsort
+from engine.sort_kernels import column_less, lex_argsort
 from engine.trace.seek import gather_spine
 
 __all__ = ["set_step"]
@@ -73,15 +73,6 @@ def _key_cmp(
     return 0
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _time_less(times: np.ndarray, a: int, b: int) -> bool:
-    """Whether time column ``a`` sorts lexicographically before column ``b``."""
-    for c in range(times.shape[0]):
-        if times[c, a] != times[c, b]:
-            return times[c, a] < times[c, b]
-    return False
-
-
 @njit(cache=True, nogil=True)
 def _sort_times(times: np.ndarray, m: int) -> int:
     """Sort the first ``m`` columns of ``times`` lexicographically and drop repeats, in
@@ -95,13 +86,13 @@ def _sort_times(times: np.ndarray, m: int) -> int:
     else:
         for i in range(1, m):
             j = i
-            while j > 0 and _time_less(times, j, j - 1):
+            while j > 0 and column_less(times, j, j - 1):
                 for c in range(times.shape[0]):
                     times[c, j], times[c, j - 1] = times[c, j - 1], times[c, j]
                 j -= 1
     u = 0
     for i in range(m):
-        if u == 0 or _time_less(times, u - 1, i):
+        if u == 0 or column_less(times, u - 1, i):
             for c in range(times.shape[0]):
                 times[c, u] = times[c, i]
             u += 1

@@ -481,12 +481,12 @@ def unpack_table(
         diffs[at : bounds[b + 1]] = b_diffs[lo:hi]
         shift = at - lo
         for j in range(key_lo[b], key_hi[b]):
-            first, end = offsets[j] + shift, offsets[j + 1] + shift
-            for rec in range(first, end):
-                codes[rec] = b_codes[j]
+            first, end = offsets[j] + shift, offsets[j + 1] + shift  # where its records go
+            for p in range(first, end):
+                codes[p] = b_codes[j]
             for c in range(kk):
-                for rec in range(first, end):
-                    keys[c, rec] = b_keys[c, j]
+                for p in range(first, end):
+                    keys[c, p] = b_keys[c, j]
     if since.shape[0]:  # advance every time by the frontier
         for c in range(d):
             for p in range(n):
