@@ -10,6 +10,7 @@ else ``ConnectionFailed``.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, Self, TypeAlias
 
@@ -67,8 +68,19 @@ def connect_sync(url: str) -> SyncConnection:
     Entered as a context manager (the caller closes it with ``close()``): websockets 17.1+
     warns on the first use of a sync connection that was not, and its announced future
     ``connect()`` returns a context manager rather than a connection. ``__enter__`` gives
-    the open connection in every version."""
-    return _connect_sync(url, max_size=None).__enter__()
+    the open connection in every version.
+
+    The connection reads on a thread of its own, started here with SIGINT blocked, so that
+    Ctrl-C always reaches the thread that waits in ``recv()``: a signal that the kernel
+    hands to the reader thread instead does not wake the waiting thread, and Ctrl-C would
+    go unnoticed until the next frame (a ``difflow subscribe`` could hang on it)."""
+    if not hasattr(signal, "pthread_sigmask"):  # no POSIX signal masks (Windows)
+        return _connect_sync(url, max_size=None).__enter__()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return _connect_sync(url, max_size=None).__enter__()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def connect_async(url: str) -> Awaitable[AsyncConnection]:

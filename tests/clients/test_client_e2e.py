@@ -8,6 +8,7 @@ table and view names, so tests do not depend on each other's order.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -634,3 +635,24 @@ def test_errors_are_typed_and_carry_the_server_code(client: Client) -> None:
     assert (error.code, error.detail["path"]) == ("bad_name", "name")
     assert rows_of(client.rows("e_v")) == {key({"k": 1}): 1}  # nothing of a rejected write
     assert "e_bad" not in {v["name"] for v in client.views()}
+
+
+def _blocks_sigint(thread_id: int) -> bool:
+    """Whether the thread (its native id) has SIGINT blocked (``/proc``, Linux)."""
+    with open(f"/proc/self/task/{thread_id}/status") as status:
+        mask = next(line for line in status if line.startswith("SigBlk:"))
+    return bool(int(mask.split()[1], 16) & (1 << (signal.SIGINT - 1)))
+
+
+def test_sync_connections_leave_ctrl_c_to_the_caller(client: Client) -> None:
+    """A sync connection's reader thread never takes SIGINT (Ctrl-C must wake the thread
+    waiting in ``recv``), and opening it leaves the caller's own signal mask as it was."""
+    client.create_table("sig_t", {"k": "int"})
+    client.create_view("sig_v", {"op": "table", "name": "sig_t"})
+    before = {t.native_id for t in threading.enumerate()}
+    with client.subscribe("sig_v") as frames:
+        assert next(frames)["type"] == "snapshot"
+        readers = [t for t in threading.enumerate() if t.native_id not in before]
+        assert readers and all(_blocks_sigint(t.native_id) for t in readers if t.native_id)
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        assert not _blocks_sigint(threading.get_native_id())
