@@ -26,6 +26,7 @@ __all__ = [
     "consolidate_hashed",
     "consolidate_order",
     "consolidate_rows_order",
+    "finish_run",
     "lex_argsort",
     "lexsort_consolidate",
     "packed_order",
@@ -273,7 +274,7 @@ def column_less(keys: np.ndarray, a: int, b: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _finish_run(keys: np.ndarray, order: np.ndarray, lo: int, hi: int) -> None:
+def finish_run(keys: np.ndarray, order: np.ndarray, lo: int, hi: int) -> None:
     """Sort ``order[lo:hi]`` (in index order) stably by whole columns, in place."""
     if hi - lo <= _INSERTION_RUN:
         for i in range(lo + 1, hi):
@@ -335,7 +336,7 @@ def lex_argsort(keys: np.ndarray) -> np.ndarray:
     for i in range(1, n + 1):
         if i == n or (packed[i] >> ib) != (packed[lo] >> ib):
             if i - lo > 1:
-                _finish_run(keys, order, lo, i)
+                finish_run(keys, order, lo, i)
             lo = i
     return order
 

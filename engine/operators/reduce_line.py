@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit
 
 from engine.operators.reduce_scalar import group_by_owner
-from engine.sort_kernels import column_less, lex_argsort
+from engine.sort_kernels import finish_run
 
 __all__ = ["line_candidates", "line_grid", "pinned_round"]
 
@@ -28,31 +28,16 @@ def _complete(felems: np.ndarray, p0: int, p1: int, d: int) -> bool:
     return True
 
 
-_INSERTION = 16  # a key's run up to this long is sorted by insertion
-
-
 @njit(cache=True, nogil=True)
 def _owner_order(owner: np.ndarray, rows: np.ndarray, nkeys: int) -> np.ndarray:
     """The order of (owner, then the columns of ``rows``), owners below ``nkeys``: a counting
-    sort by owner, then each owner's (short) run by its rows: by insertion, or by
-    ``lex_argsort`` when long. Cheaper than one sort of everything when keys are many."""
+    sort by owner, then each owner's (short) run by its rows (``finish_run``: by insertion,
+    or a stable sort per row when long). Cheaper than one sort of everything when keys are
+    many."""
     order, lo = group_by_owner(owner, nkeys)
     for k in range(nkeys):
-        a, b = lo[k], lo[k + 1]
-        if b - a <= _INSERTION:
-            for i in range(a + 1, b):
-                x = order[i]
-                j = i - 1
-                while j >= a and column_less(rows, x, order[j]):
-                    order[j + 1] = order[j]
-                    j -= 1
-                order[j + 1] = x
-        else:
-            run = order[a:b].copy()
-            sub = np.empty((rows.shape[0], b - a), np.int64)
-            for i in range(b - a):
-                sub[:, i] = rows[:, run[i]]
-            order[a:b] = run[lex_argsort(sub)]
+        if lo[k + 1] - lo[k] > 1:
+            finish_run(rows, order, lo[k], lo[k + 1])
     return order
 
 

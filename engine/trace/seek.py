@@ -98,6 +98,15 @@ def _lower_bound(codes: np.ndarray, code: int, base: int) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _same_key(keys: np.ndarray, j: int, q_keys: np.ndarray, qi: int) -> bool:
+    """Whether key ``j`` of a batch has the key columns of query ``qi``."""
+    for r in range(keys.shape[0]):  # noqa: SIM110 - an explicit loop compiles to tight code
+        if keys[r, j] != q_keys[r, qi]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def _find(
     lo: int,
     code: int,
@@ -116,12 +125,7 @@ def _find(
         return -1
     j = lo
     while j < m and codes[j] == code:
-        same = True
-        for r in range(keys.shape[0]):
-            if keys[r, j] != q_keys[r, qi]:
-                same = False
-                break
-        if same:
+        if _same_key(keys, j, q_keys, qi):
             return j
         j += 1
     return -1
@@ -284,16 +288,8 @@ def _find_few(
         q = _lower_bound(q_codes, codes[j], q)
         i = q
         while i < nq and q_codes[i] == codes[j]:
-            if exact:
+            if exact or _same_key(keys, j, q_keys, i):
                 hit[i] = j
-            else:
-                same = True
-                for r in range(keys.shape[0]):
-                    if keys[r, j] != q_keys[r, i]:
-                        same = False
-                        break
-                if same:
-                    hit[i] = j
             i += 1
     return hit
 
