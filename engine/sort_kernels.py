@@ -26,6 +26,7 @@ __all__ = [
     "consolidate_hashed",
     "consolidate_order",
     "consolidate_rows_order",
+    "feedback_columns",
     "finish_run",
     "lex_argsort",
     "lexsort_consolidate",
@@ -390,6 +391,52 @@ def consolidate_columns(
         o_data[:, i] = data[:, first[i]]
         o_times[:, i] = times[:, first[i]]
     return o_data, o_times, sums
+
+
+@njit(cache=True, nogil=True)
+def feedback_columns(
+    b_data: np.ndarray,
+    b_times: np.ndarray,
+    b_diffs: np.ndarray,
+    i_data: np.ndarray,
+    i_times: np.ndarray,
+    i_diffs: np.ndarray,
+    max_iteration: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """A loop variable's feedback in one call, for few rows: ``b - i`` consolidated
+    (:func:`consolidate_order`), the last time coordinate (the iteration) plus one, and
+    updates beyond ``max_iteration`` dropped (none when it is negative). Returns (data,
+    times, diffs, least iteration, greatest iteration); the iterations are 0 when empty."""
+    k, d = b_data.shape[0], b_times.shape[0]
+    nb, ni = b_diffs.shape[0], i_diffs.shape[0]
+    rows = np.empty((k + d, nb + ni), np.int64)
+    diffs = np.empty(nb + ni, np.int64)
+    rows[:k, :nb] = b_data
+    rows[k:, :nb] = b_times
+    diffs[:nb] = b_diffs
+    rows[:k, nb:] = i_data
+    rows[k:, nb:] = i_times
+    diffs[nb:] = -i_diffs
+    first, sums = consolidate_order(rows, diffs)
+    m = 0
+    for i in range(first.shape[0]):
+        if max_iteration < 0 or rows[k + d - 1, first[i]] + 1 <= max_iteration:
+            first[m] = first[i]
+            sums[m] = sums[i]
+            m += 1
+    o_data = np.empty((k, m), np.int64)
+    o_times = np.empty((d, m), np.int64)
+    lo = hi = 0
+    for i in range(m):
+        o_data[:, i] = rows[:k, first[i]]
+        o_times[:, i] = rows[k:, first[i]]
+        it = o_times[d - 1, i] + 1
+        o_times[d - 1, i] = it
+        if i == 0 or it < lo:
+            lo = it
+        if i == 0 or it > hi:
+            hi = it
+    return o_data, o_times, sums[:m].copy(), lo, hi
 
 
 def lexsort_consolidate(rows: list[np.ndarray], diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

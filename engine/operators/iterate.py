@@ -26,6 +26,7 @@ from engine.errors import IterationLimitError
 from engine.lattice import Antichain
 from engine.operators.base import Operator, Scope
 from engine.progress import RoundFrontiers, earliest_ready_round
+from engine.sort_kernels import PACKED_FROM, feedback_columns
 
 __all__ = ["DEFAULT_ROUND_LIMIT", "Enter", "Leave", "LoopRegion", "Variable"]
 
@@ -70,6 +71,7 @@ class Variable(Operator):
         self.buffer: dict[int, list[UpdateBatch]] = {}
         self.next_iteration = np.zeros((self.dims, 1), dtype=np.int64)  # adds 1 to the last
         self.next_iteration[-1] = 1
+        self.none = UpdateBatch.empty(self.ncols, self.dims)
 
     def run(self) -> None:
         self.frontier = self.input_frontier()
@@ -84,29 +86,46 @@ class Variable(Operator):
     def feed_back(self, max_iterations: int | None) -> None:
         """Buffer ``body - initial`` of this round at the next iteration."""
         assert self.body is not None
-        parts = []
-        if self.body.output is not None and len(self.body.output):
-            parts.append(self.body.output)
-        init = self.inputs[0].output
-        if init is not None and len(init):
-            parts.append(init.negate())
-        if not parts:
+        body, init = self.body.output, self.inputs[0].output
+        body = body if body is not None and len(body) else None
+        init = init if init is not None and len(init) else None
+        if body is None and init is None:
             return
-        fb = consolidate(UpdateBatch.concat(parts, self.ncols, self.dims))
+        n = (len(body) if body is not None else 0) + (len(init) if init is not None else 0)
+        if n < PACKED_FROM:  # few rows: one compiled call
+            b = body if body is not None else self.none
+            i = init if init is not None else self.none
+            data, times, diffs, first, last = feedback_columns(
+                b.data,
+                b.times,
+                b.diffs,
+                i.data,
+                i.times,
+                i.diffs,
+                -1 if max_iterations is None else max_iterations,
+            )
+            fb = UpdateBatch(data, times, diffs)
+        else:
+            parts = (
+                [body]
+                if init is None
+                else [init.negate()]
+                if body is None
+                else [body, init.negate()]
+            )
+            fb = consolidate(UpdateBatch.concat(parts, self.ncols, self.dims))
+            times = fb.times + self.next_iteration
+            if max_iterations is not None:
+                keep = times[-1] <= max_iterations
+                times, fb = times[:, keep], fb.take(keep)
+            fb = UpdateBatch(fb.data, times, fb.diffs)
+            first, last = (int(times[-1].min()), int(times[-1].max())) if len(fb) else (0, 0)
         if not len(fb):
             return
-        times = fb.times + self.next_iteration
-        if max_iterations is not None:
-            keep = times[-1] <= max_iterations
-            times, fb = times[:, keep], fb.take(keep)
-            if not len(fb):
-                return
-        fb = UpdateBatch(fb.data, times, fb.diffs)
-        its = times[-1]
-        first = int(its[0])
-        if (its == first).all():  # the usual case: one iteration
+        if first == last:  # the usual case: one iteration
             self.buffer.setdefault(first, []).append(fb)
             return
+        its = fb.times[-1]
         for it in np.unique(its).tolist():
             self.buffer.setdefault(int(it), []).append(fb.take(its == it))
 

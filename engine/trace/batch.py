@@ -133,7 +133,7 @@ class TraceBatch:
         compacted to ``since`` (a whole merge, or one key range of it)."""
         dims = parts[0].dims
         ok, codes, keys, offsets, vals, times, diffs = merge_table(
-            np.stack([p.addresses() for p in parts]),
+            np.array([p.addresses() for p in parts]),
             lo,
             hi,
             len(layout.key_cols),
