@@ -72,6 +72,23 @@ def test_complete_and_beyond() -> None:
     assert Antichain.closed(2).complete(ts).all()
 
 
+times3 = st.lists(st.tuples(*[st.integers(0, 4)] * 3), max_size=6)
+
+
+@given(times3, times3, times3)
+def test_beyond_and_precedes_follow_the_product_order(fs: list, gs: list, ts: list) -> None:
+    f, g = Antichain(fs, dims=3), Antichain(gs, dims=3)
+    t = np.asarray(ts, dtype=np.int64).reshape(-1, 3).T.copy()
+    want = [any(all(a <= b for a, b in zip(e, x, strict=True)) for e in f.to_list()) for x in ts]
+    assert f.beyond(t).tolist() == want
+    covered = all(any(all(a <= b for a, b in zip(e, x, strict=True)) for e in fs) for x in gs)
+    assert f.precedes(g) == covered
+    with pytest.raises(TimeError):
+        f.beyond(t[:2])
+    with pytest.raises(TimeError):
+        f.precedes(Antichain([(1, 1)]))
+
+
 def test_as_times_validates() -> None:
     assert as_times(3, 1).tolist() == [[3]]
     assert as_times([1, 2], 2).tolist() == [[1], [2]]
