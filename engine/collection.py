@@ -376,8 +376,13 @@ class Arrangement:
             [(f"left.{c.name}", c.type) for c in lschema.columns]
             + [(f"right.{c.name}", c.type) for c in rschema.columns]
         )
-        joined = Collection(Join(self.scope, left.op, right.op, outputs, qualified))
         resolved = {out: _qualify(_expr(e), lschema, rschema) for out, e in columns.items()}
+        bound = [b.bind(qualified) for b in resolved.values()]
+        if all(b.column is not None for b in bound):  # plain columns: the join emits them
+            picked = [outputs[b.column] for b in bound if b.column is not None]
+            schema = Schema.of([(n, b.type) for n, b in zip(resolved, bound, strict=True)])
+            return Collection(Join(self.scope, left.op, right.op, picked, schema))
+        joined = Collection(Join(self.scope, left.op, right.op, outputs, qualified))
         return joined.select(resolved)
 
     def as_of_scope(self, scope: Scope) -> Arrangement:

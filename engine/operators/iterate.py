@@ -106,13 +106,9 @@ class Variable(Operator):
             )
             fb = UpdateBatch(data, times, diffs)
         else:
-            parts = (
-                [body]
-                if init is None
-                else [init.negate()]
-                if body is None
-                else [body, init.negate()]
-            )
+            parts = [
+                b for b in (body, init.negate() if init is not None else None) if b is not None
+            ]
             fb = consolidate(UpdateBatch.concat(parts, self.ncols, self.dims))
             times = fb.times + self.next_iteration
             if max_iterations is not None:
