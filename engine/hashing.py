@@ -30,10 +30,7 @@ def key_codes(keys: np.ndarray) -> np.ndarray:
         return np.zeros(n, dtype=np.int64)
     if kk == 1:
         return keys[0]
-    h = np.full(n, 0x9E3779B97F4A7C15, dtype=np.uint64)
-    for row in keys:
-        h = mix64(h ^ row.view(np.uint64))
-    return h.view(np.int64)
+    return _hash_rows(keys)
 
 
 @njit(cache=True, nogil=True)
@@ -56,3 +53,17 @@ def key_code_at(data: np.ndarray, key_cols: np.ndarray, i: int) -> int:
     for j in range(kk):
         h = _mix64_scalar(h ^ np.uint64(data[key_cols[j], i]))
     return np.int64(h)  # type: ignore[return-value]
+
+
+@njit(cache=True, nogil=True)
+def _hash_rows(keys: np.ndarray) -> np.ndarray:
+    """:func:`key_code_at` of every column of a ``(kk, n)`` block (one pass, no
+    temporaries: numpy's version is a dozen whole-array operations per key column)."""
+    kk, n = keys.shape
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        h = np.uint64(0x9E3779B97F4A7C15)
+        for j in range(kk):
+            h = _mix64_scalar(h ^ np.uint64(keys[j, i]))
+        out[i] = np.int64(h)
+    return out

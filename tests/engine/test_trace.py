@@ -45,6 +45,20 @@ def test_consolidate_sums_and_drops_zeros(rows: list) -> None:
     assert keys == sorted(set(keys))
 
 
+@given(
+    st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=3, max_size=3), max_size=20),
+    st.integers(2, 3),
+)
+def test_key_codes_fold_splitmix_over_the_key_columns(rows: list, kk: int) -> None:
+    from engine.hashing import mix64
+
+    keys = np.asarray(rows, dtype=np.int64).reshape(-1, 3).T[:kk]
+    h = np.full(keys.shape[1], 0x9E3779B97F4A7C15, dtype=np.uint64)
+    for row in keys:
+        h = mix64(h ^ row.view(np.uint64))
+    assert key_codes(keys).tolist() == h.view(np.int64).tolist()
+
+
 @given(updates)
 def test_trace_batch_index(rows: list) -> None:
     layout = Layout.by_key(2, [0])
