@@ -71,7 +71,7 @@ class Variable(Operator):
         self.buffer: dict[int, list[UpdateBatch]] = {}
         self.next_iteration = np.zeros((self.dims, 1), dtype=np.int64)  # adds 1 to the last
         self.next_iteration[-1] = 1
-        self.none = UpdateBatch.empty(self.ncols, self.dims)
+        self.empty = UpdateBatch.empty(self.ncols, self.dims)  # stands in for no updates
 
     def run(self) -> None:
         self.frontier = self.input_frontier()
@@ -93,8 +93,8 @@ class Variable(Operator):
             return
         n = (len(body) if body is not None else 0) + (len(init) if init is not None else 0)
         if n < PACKED_FROM:  # few rows: one compiled call
-            b = body if body is not None else self.none
-            i = init if init is not None else self.none
+            b = body if body is not None else self.empty
+            i = init if init is not None else self.empty
             data, times, diffs, first, last = feedback_columns(
                 b.data,
                 b.times,
