@@ -66,9 +66,9 @@ class InputHandle:
         if batch.dims != self.op.dims:
             raise TimeError(f"expected times with {self.op.dims} coordinate(s), got {batch.dims}")
         if len(batch):
-            early = ~self.frontier.beyond(batch.times)
-            if early.any():
-                t = time_tuples(batch.times[:, early][:, :1])[0]
+            beyond = self.frontier.beyond(batch.times)
+            if not beyond.all():
+                t = time_tuples(batch.times[:, ~beyond][:, :1])[0]
                 raise TimeError(
                     f"time {t if self.dims > 1 else t[0]} is before the input frontier "
                     f"{self.frontier.to_list()}"
@@ -96,7 +96,8 @@ class InputHandle:
         t_arr = as_times(times, self.dims)
         if t_arr.shape[1] == 1 and n != 1:
             t_arr = np.repeat(t_arr, n, axis=1)
-        d = np.broadcast_to(np.asarray(diffs, dtype=np.int64), (n,)).copy()
+        d = np.asarray(diffs, dtype=np.int64)
+        d = np.full(n, d, dtype=np.int64) if d.ndim == 0 else np.broadcast_to(d, (n,)).copy()
         self.send(UpdateBatch.build(data, t_arr, d))
 
     def send_rows(self, rows: Sequence[tuple], time: object, diff: int = 1) -> None:
