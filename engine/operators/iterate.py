@@ -126,9 +126,10 @@ class Variable(Operator):
             self.buffer.setdefault(int(it), []).append(fb.take(its == it))
 
     def pending_times(self) -> np.ndarray:
-        if not self.buffer:
-            return np.zeros((self.dims, 0), dtype=np.int64)
-        return np.concatenate([b.times for bs in self.buffer.values() for b in bs], axis=1)
+        parts = [b.times for bs in self.buffer.values() for b in bs]
+        if len(parts) <= 1:  # the usual case: nothing, or one round's feedback
+            return parts[0] if parts else self.empty.times
+        return np.concatenate(parts, axis=1)
 
 
 class LoopRegion(Operator):
@@ -193,7 +194,7 @@ class LoopRegion(Operator):
             for v in self.variables:
                 v.feed_back(self.max_iterations)
                 if v.output is not None and len(v.output):
-                    outputs[v.name].append(v.output.leave())
+                    outputs[v.name].append(v.output)
             rounds += 1
             if rounds > self.round_limit:
                 raise IterationLimitError(
@@ -203,8 +204,8 @@ class LoopRegion(Operator):
             r = self._next_round(frontier, r)
         for v in self.variables:
             parts = outputs[v.name]
-            self.results[v.name] = (
-                consolidate(UpdateBatch.concat(parts, v.ncols, self.dims)) if parts else None
+            self.results[v.name] = (  # the loop coordinate dropped once, for all rounds
+                consolidate(UpdateBatch.concat(parts, v.ncols, v.dims).leave()) if parts else None
             )
         self.output = None
         self.prev_frontier = frontier
