@@ -26,6 +26,7 @@ __all__ = [
     "Antichain",
     "advance_by",
     "as_times",
+    "frontier_reaches",
     "join",
     "leq",
     "meet",
@@ -219,38 +220,36 @@ def _minimal(arr: np.ndarray) -> np.ndarray:
 
 # Frontiers hold one or two elements and are compared every round: one compiled loop costs
 # a fraction of the broadcast comparisons numpy needs (several calls of a few µs each).
+@njit(cache=True, nogil=True, inline="always")
+def frontier_reaches(elems: np.ndarray, times: np.ndarray, i: int) -> bool:
+    """Whether some row of ``elems`` (``(m, w)``) is ``<=`` column ``i`` of ``times`` in its
+    first ``w`` coordinates: the time may still change (compiled code's ``beyond``). Inlined
+    into its callers, which call it once per record."""
+    for e in range(elems.shape[0]):
+        le = True
+        for c in range(elems.shape[1]):
+            if elems[e, c] > times[c, i]:
+                le = False
+                break
+        if le:
+            return True
+    return False
+
+
 @njit(cache=True, nogil=True)
 def _beyond(elems: np.ndarray, times: np.ndarray) -> np.ndarray:
     """For each column of ``times``, whether some row of ``elems`` is ``<=`` it."""
-    n, d = times.shape[1], times.shape[0]
-    out = np.zeros(n, np.bool_)
-    for i in range(n):
-        for e in range(elems.shape[0]):
-            le = True
-            for c in range(d):
-                if elems[e, c] > times[c, i]:
-                    le = False
-                    break
-            if le:
-                out[i] = True
-                break
+    out = np.zeros(times.shape[1], np.bool_)
+    for i in range(times.shape[1]):
+        out[i] = frontier_reaches(elems, times, i)
     return out
 
 
 @njit(cache=True, nogil=True)
 def _covers(elems: np.ndarray, others: np.ndarray) -> bool:
     """Whether every row of ``others`` is ``>=`` some row of ``elems``."""
-    for o in range(others.shape[0]):
-        found = False
-        for e in range(elems.shape[0]):
-            le = True
-            for c in range(elems.shape[1]):
-                if elems[e, c] > others[o, c]:
-                    le = False
-                    break
-            if le:
-                found = True
-                break
-        if not found:
+    columns = others.T
+    for o in range(others.shape[0]):  # noqa: SIM110 - generators do not compile
+        if not frontier_reaches(elems, columns, o):
             return False
     return True

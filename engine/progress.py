@@ -23,7 +23,7 @@ from collections.abc import Iterable
 import numpy as np
 from numba import njit
 
-from engine.lattice import Antichain
+from engine.lattice import Antichain, frontier_reaches
 
 __all__ = [
     "RoundFrontiers",
@@ -87,16 +87,6 @@ def earliest_ready_round(pending: np.ndarray, felems: np.ndarray, after: int) ->
         it = pending[d, i]
         if it <= after or (best >= 0 and it >= best):
             continue
-        complete = True
-        for e in range(felems.shape[0]):
-            le = True
-            for c in range(d):
-                if felems[e, c] > pending[c, i]:
-                    le = False
-                    break
-            if le:
-                complete = False
-                break
-        if complete:
+        if not frontier_reaches(felems, pending, i):  # its parent part is complete
             best = it
     return best

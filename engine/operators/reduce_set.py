@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.lattice import frontier_reaches
 from engine.operators.reduce_line import line_grid, pinned_round
 from engine.operators.reduce_scalar import scalar_differences
 from engine.sort_kernels import column_less, lex_argsort
@@ -29,20 +30,6 @@ _INSERTION = 16  # a key's pending times up to this many are sorted by insertion
 
 # The helpers called once per record below are inlined into their callers (numba IR): as
 # calls, with their arrays' reference counting, they doubled the time of set_step's walks.
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _beyond(felems: np.ndarray, times: np.ndarray, i: int) -> bool:
-    """Whether some frontier element is ``<=`` time ``i`` (the time may still change)."""
-    for e in range(felems.shape[0]):
-        le = True
-        for c in range(times.shape[0]):
-            if felems[e, c] > times[c, i]:
-                le = False
-                break
-        if le:
-            return True
-    return False
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -204,7 +191,7 @@ def set_step(
             k_codes[nkeys] = d_codes[j]
             _copy_column(k_keys, nkeys, d_keys, j)
             for rec in range(d_offsets[j], d_offsets[j + 1]):
-                if _beyond(felems, d_times, rec):
+                if frontier_reaches(felems, d_times, rec):
                     w_codes[nw] = d_codes[j]
                     _copy_column(w_keys, nw, d_keys, j)
                     _copy_column(w_times, nw, d_times, rec)
@@ -221,7 +208,7 @@ def set_step(
             while i < n_pend and (
                 i == first or _key_cmp(p_codes, p_keys, i, p_codes, p_keys, first, exact) == 0
             ):
-                if _beyond(felems, p_times, i):
+                if frontier_reaches(felems, p_times, i):
                     w_codes[nw] = p_codes[i]
                     _copy_column(w_keys, nw, p_keys, i)
                     _copy_column(w_times, nw, p_times, i)
