@@ -315,7 +315,7 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
         raise _fail(f"{path}.on", "must be a list of [left column, right column] pairs")
     lkeys, rkeys = [p[0] for p in on], [p[1] for p in on]
     columns = plan.get("columns")
-    if columns is not None and how != "inner":
+    if "columns" in plan and how != "inner":
         raise _fail(f"{path}.columns", "only an inner join takes 'columns'")
     left = _compile(plan["left"], env, f"{path}.left")
     right = _compile(plan["right"], env, f"{path}.right")
@@ -351,7 +351,7 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
             path, lambda: left.join(other, on=list(zip(lkeys, rkeys, strict=True)), how=how)
         )
     parsed = None
-    if columns is not None:
+    if "columns" in plan:
         if not isinstance(columns, dict):
             raise _fail(f"{path}.columns", "must be an object of {out: EXPR}")
         parsed = {}

@@ -227,6 +227,16 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
             },
             "query.on.0",
         ),
+        (  # an explicit null is not an absent field
+            {
+                "op": "join",
+                "left": {"op": "table", "name": name},
+                "right": {"op": "table", "name": name},
+                "on": [["x", "x"]],
+                "columns": None,
+            },
+            "query.columns",
+        ),
         (
             {
                 "op": "reduce",
