@@ -15,13 +15,14 @@ from numba import njit
 from engine.operators.reduce_scalar import group_by_owner
 from engine.sort_kernels import finish_run
 
-__all__ = ["line_candidates", "line_grid", "pinned_round"]
+__all__ = ["line_candidates", "line_grid", "pinned_round", "point_complete"]
 
 _INF = np.iinfo(np.int64).max
 
 
-@njit(cache=True, nogil=True)
-def _complete(felems: np.ndarray, p0: int, p1: int, d: int) -> bool:
+@njit(cache=True, nogil=True, inline="always")
+def point_complete(felems: np.ndarray, p0: int, p1: int, d: int) -> bool:
+    """Whether no frontier element is ``<=`` the point ``(p0, p1)`` (``(p0)`` if ``d == 1``)."""
     for e in range(felems.shape[0]):
         if felems[e, 0] <= p0 and (d == 1 or felems[e, 1] <= p1):
             return False
@@ -96,7 +97,7 @@ def line_candidates(
     is_cand = np.zeros(L, np.bool_)
     nc = 0
     for i in range(L):
-        if _complete(felems, v[i], r, d):
+        if point_complete(felems, v[i], r, d):
             is_cand[i] = True
             nc += 1
     c_owner = np.empty(nc, np.int64)

@@ -5,9 +5,10 @@ reduce driver (``engine.operators.reduce``) spends most of such a round between 
 splitting new times into ready and pending, finding the distinct keys, gathering their
 histories from both spines, the candidate grid, the differences, keeping the pending set
 and building the output batch are each a few numpy calls. :func:`set_step` does all of it
-in one call, with the same compiled pieces the driver uses (``gather_spine``,
-``line_grid``, ``scalar_differences``), for the shape those apply to: keys without value
-columns in and out, and candidate times on a line (``reduce_line``). Otherwise it reports
+in one call, for the shape that applies to: keys without value columns in and out, and
+candidate times on a line (``reduce_line``), where the histories, the candidate line, the
+differences and the pending times are one pass per key (``reduce_set_line``, the same
+results as the driver's ``line_grid`` and ``scalar_differences``). Otherwise it reports
 that it does not apply, before changing anything, and the driver takes its general path;
 tests compare the two. The delta and the pending triples both come sorted in trace order,
 so the distinct keys and the new pending set are found by merging them, not by sorting.
@@ -19,10 +20,9 @@ import numpy as np
 from numba import njit
 
 from engine.lattice import frontier_reaches
-from engine.operators.reduce_line import line_grid, pinned_round
-from engine.operators.reduce_scalar import scalar_differences
+from engine.operators.reduce_line import pinned_round
+from engine.operators.reduce_set_line import line_set_differences
 from engine.sort_kernels import column_less, lex_argsort
-from engine.trace.seek import gather_spine
 
 __all__ = ["set_step"]
 
@@ -87,49 +87,6 @@ def _sort_times(times: np.ndarray, m: int) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _differences(
-    nkeys: int,
-    k_codes: np.ndarray,
-    k_keys: np.ndarray,
-    owner: np.ndarray,
-    n_times: np.ndarray,
-    in_table: np.ndarray,
-    out_table: np.ndarray,
-    felems: np.ndarray,
-    exact: bool,
-    at_least: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For keys with new times (on a line): (candidate owner, candidate times, pending
-    owner, pending times, index of each candidate with a difference, the difference)."""
-    d = n_times.shape[0]
-    i_owner, _, i_times, i_diffs = gather_spine(k_codes, k_keys, in_table, exact, 0, d)
-    o_owner, _, o_times, o_diffs = gather_spine(k_codes, k_keys, out_table, exact, 0, d)
-    h_owner = np.concatenate((i_owner, o_owner))
-    h_times = np.empty((d, h_owner.shape[0]), np.int64)
-    h_times[:, : i_owner.shape[0]] = i_times
-    h_times[:, i_owner.shape[0] :] = o_times
-    _, c_owner, c_times, neighbours, g_owner, g_times = line_grid(
-        nkeys, owner, n_times, h_owner, h_times, felems
-    )
-    signs = np.array([-1], np.int64) if d == 1 else np.array([-1, -1, 1], np.int64)
-    c, diffs = scalar_differences(
-        nkeys,
-        c_owner,
-        c_times,
-        neighbours,
-        signs,
-        i_owner,
-        i_times,
-        i_diffs,
-        o_owner,
-        o_times,
-        o_diffs,
-        at_least,
-    )
-    return c_owner, c_times, g_owner, g_times, c, diffs
-
-
-@njit(cache=True, nogil=True)
 def set_step(
     d_codes: np.ndarray,
     d_keys: np.ndarray,
@@ -158,7 +115,7 @@ def set_step(
 ]:
     """One reduce step: the input delta (a trace batch's codes, keys, offsets and times)
     and the pending (code, key, time) triples in, against the input and output spines
-    (``gather_spine`` tables) at frontier ``felems``. Returns (applies, pending codes, keys
+    (``seek.record_ranges`` tables) at frontier ``felems``. Returns (applies, pending codes, keys
     and times, output codes, keys, offsets, times and diffs, output rows); the output is a
     trace batch of differences at distinct times, already in trace order, and its rows are
     its keys expanded per record, key column ``j`` as row ``columns[j]``. When it does not apply,
@@ -222,24 +179,22 @@ def set_step(
             nkeys += 1
     owner = owner[:nn]
     n_times = n_times[:, :nn].copy()
-    if nn and pinned_round(n_times, felems) < 0:
+    r = pinned_round(n_times, felems) if nn else 0
+    if r < 0:
         return False, z1, zk, zt, z1, zk, z1, zt, z1, zk
     k_codes = k_codes[:nkeys]
     k_keys = k_keys[:, :nkeys].copy()
-    # histories, candidate grid, differences
+    # histories, candidate line, differences, pending times
     if nn == 0:
-        c_owner, c_times, g_owner, g_times = z1, zt, z1, zt
-        c, diffs = z1, z1
+        ko, o_t0, diffs, g_owner, g_times = z1, z1, z1, z1, zt
     else:
-        c_owner, c_times, g_owner, g_times, c, diffs = _differences(
-            nkeys, k_codes, k_keys, owner, n_times, in_table, out_table, felems, exact, at_least
+        ko, o_t0, diffs, g_owner, g_times = line_set_differences(
+            nkeys, k_codes, k_keys, owner, n_times, in_table, out_table, felems, exact, at_least, r
         )
-    # the output batch: candidates ascend by (key, time), so it is in trace order
-    m = c.shape[0]
-    ko = np.empty(m, np.int64)
+    # the output batch: by key, then time, so in trace order
+    m = diffs.shape[0]
     u = 0
     for i in range(m):
-        ko[i] = c_owner[c[i]]
         if i == 0 or ko[i] != ko[i - 1]:
             u += 1
     out_codes = np.empty(u, np.int64)
@@ -254,7 +209,9 @@ def set_step(
             out_keys[:, u] = k_keys[:, ko[i]]
             out_offsets[u] = i
             u += 1
-        out_times[:, i] = c_times[:, c[i]]
+        out_times[0, i] = o_t0[i]
+        if d == 2:
+            out_times[1, i] = r
         for j in range(kk):
             out_rows[columns[j], i] = k_keys[j, ko[i]]
     out_offsets[u] = m

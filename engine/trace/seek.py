@@ -25,9 +25,12 @@ from numba.extending import intrinsic
 __all__ = [
     "RADIX_FROM",
     "ROW_WIDTH",
+    "batch_records",
     "gather_spine",
     "join_spine",
+    "prefetch_records",
     "radix_index",
+    "record_ranges",
     "table_row",
     "unpack_table",
 ]
@@ -322,6 +325,44 @@ def _table_hits(
 
 
 @njit(cache=True, nogil=True)
+def record_ranges(
+    q_codes: np.ndarray, q_keys: np.ndarray, table: np.ndarray, exact: bool
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Where each query key's records lie in each batch of a seek table: (starts, ends,
+    total), ``(batches, queries)`` record ranges, the start -1 where the batch lacks the key."""
+    nq, nb = q_codes.shape[0], table.shape[0]
+    starts = _table_hits(q_codes, q_keys, table, exact)
+    ends = np.empty((nb, nq), np.int64)  # hits become record ranges: offsets are read once
+    n = 0
+    for b in range(nb):
+        offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
+        for i in range(nq):
+            if i + _AHEAD < nq and starts[b, i + _AHEAD] >= 0:
+                _prefetch(table[b, 2] + 8 * starts[b, i + _AHEAD])
+            j = starts[b, i]
+            if j >= 0:
+                starts[b, i], ends[b, i] = offsets[j], offsets[j + 1]
+                n += ends[b, i] - starts[b, i]
+    return starts, ends, n
+
+
+@njit(cache=True, nogil=True)
+def batch_records(table: np.ndarray, b: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The times ``(d, records)`` and diffs of batch ``b`` of a seek table, in place."""
+    nr = table[b, 7]
+    return carray(_int64_at(table[b, 4]), (d, nr)), carray(_int64_at(table[b, 5]), (nr,))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def prefetch_records(table: np.ndarray, b: int, rec: int, d: int) -> None:
+    """Ask for the memory of record ``rec`` of batch ``b`` (its times and diff)."""
+    nr = table[b, 7]
+    for c in range(d):
+        _prefetch(table[b, 4] + 8 * (c * nr + rec))
+    _prefetch(table[b, 5] + 8 * rec)
+
+
+@njit(cache=True, nogil=True)
 def gather_spine(
     q_codes: np.ndarray,
     q_keys: np.ndarray,
@@ -336,18 +377,7 @@ def gather_spine(
     and diffs (C-contiguous int64 arrays that outlive the call), then its numbers of keys
     and records. ``kv`` and ``d`` are the numbers of value columns and time coordinates."""
     nq, nb = q_codes.shape[0], table.shape[0]
-    hits = _table_hits(q_codes, q_keys, table, exact)
-    ends = np.empty((nb, nq), np.int64)  # hits become record ranges: offsets are read once
-    n = 0
-    for b in range(nb):
-        offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
-        for i in range(nq):
-            if i + _AHEAD < nq and hits[b, i + _AHEAD] >= 0:
-                _prefetch(table[b, 2] + 8 * hits[b, i + _AHEAD])
-            j = hits[b, i]
-            if j >= 0:
-                hits[b, i], ends[b, i] = offsets[j], offsets[j + 1]
-                n += ends[b, i] - hits[b, i]
+    hits, ends, n = record_ranges(q_codes, q_keys, table, exact)
     owner = np.empty(n, np.int64)
     ov = np.empty((kv, n), np.int64)
     ot = np.empty((d, n), np.int64)
@@ -361,9 +391,7 @@ def gather_spine(
         for i in range(nq):
             a = i + _AHEAD
             if a < nq and hits[b, a] >= 0:
-                for c in range(d):
-                    _prefetch(table[b, 4] + 8 * (c * nr + hits[b, a]))
-                _prefetch(table[b, 5] + 8 * hits[b, a])
+                prefetch_records(table, b, hits[b, a], d)
             if hits[b, i] < 0:
                 continue
             for rec in range(hits[b, i], ends[b, i]):

@@ -393,6 +393,123 @@ def test_scalar_accumulation_sweep_equals_pairwise_sums(
     assert np.array_equal(sweep[0], pairs[0]) and np.array_equal(sweep[1], pairs[1])
 
 
+def _spine_of(layout: Layout, d: int, recs: list) -> Spine:
+    """A spine of one-column keys holding ``(key, *time, diff)`` records, in a few batches."""
+    spine = Spine(layout, d)
+    for part in (recs[: len(recs) // 3], recs[len(recs) // 3 :]):
+        if part:
+            a = np.asarray(part, dtype=np.int64).T
+            spine.insert(
+                TraceBatch.from_updates(layout, UpdateBatch.build(a[:1], a[1 : 1 + d], a[1 + d]))
+            )
+    return spine
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 2),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 120),
+    st.integers(1, 12),
+    st.integers(1, 2),
+    st.booleans(),
+)
+def test_key_by_key_set_step_equals_the_grid_and_sweep(
+    d: int, seed: int, n_hist: int, n_new: int, at_least: int, two_elements: bool
+) -> None:
+    """``reduce_set_line`` (one pass per key) gives the same output differences and pending
+    times as the driver's ``line_grid`` and ``scalar_differences`` over gathered histories:
+    one- and two-dimensional times (a loop round ``r``), frontiers of one or two elements,
+    and keys with up to 120 records (past the insertion sort)."""
+    from engine.hashing import key_codes
+    from engine.operators.reduce_line import line_grid
+    from engine.operators.reduce_scalar import scalar_differences
+    from engine.operators.reduce_set_line import line_set_differences
+    from engine.trace.seek import gather_spine
+
+    rng = np.random.default_rng(seed)
+    r = int(rng.integers(0, 4)) if d == 2 else 0
+    felems = [[30, 0]] if d == 2 else [[30]]
+    if d == 2:
+        felems = [[0, r + 1]] + (felems if two_elements else [])
+    elif two_elements:
+        felems = [[int(rng.integers(20, 40))]]
+    fe = np.asarray(felems, dtype=np.int64)
+
+    def recs(n: int) -> list:
+        keys = rng.integers(0, 5, size=n)
+        times = rng.integers(0, 40, size=(n, d))
+        if d == 2:
+            times[:, 1] = rng.integers(0, r + 3, size=n)
+        return [
+            (int(k), *map(int, t), int(rng.choice([-1, 1])))
+            for k, t in zip(keys, times, strict=True)
+        ]
+
+    layout = Layout.by_key(1, [0])
+    ins, outs = _spine_of(layout, d, recs(n_hist)), _spine_of(layout, d, recs(n_hist // 2))
+    new = sorted(
+        {
+            (int(k), int(t))
+            for k, t in zip(rng.integers(0, 5, n_new), rng.integers(0, 30, n_new), strict=True)
+        }
+    )
+    q = np.asarray(sorted({k for k, _ in new}), dtype=np.int64).reshape(1, -1)
+    codes = key_codes(q)
+    order = np.argsort(codes, kind="stable")
+    k_codes, k_keys = np.ascontiguousarray(codes[order]), np.ascontiguousarray(q[:, order])
+    slot = {int(k): i for i, k in enumerate(k_keys[0])}
+    pairs = sorted((slot[k], t) for k, t in new)
+    owner = np.asarray([o for o, _ in pairs], dtype=np.int64)
+    n_times = np.asarray([[t for _, t in pairs]] + ([[r] * len(pairs)] if d == 2 else []), np.int64)
+    nkeys = k_codes.shape[0]
+    exact = layout.exact_codes
+    got = line_set_differences(
+        nkeys,
+        k_codes,
+        k_keys,
+        owner,
+        n_times,
+        ins.seek_table(),
+        outs.seek_table(),
+        fe,
+        exact,
+        at_least,
+        r,
+    )
+    i_owner, _, i_times, i_diffs = gather_spine(k_codes, k_keys, ins.seek_table(), exact, 0, d)
+    o_owner, _, o_times, o_diffs = gather_spine(k_codes, k_keys, outs.seek_table(), exact, 0, d)
+    applies, c_owner, c_times, neighbours, g_owner, g_times = line_grid(
+        nkeys,
+        owner,
+        n_times,
+        np.concatenate((i_owner, o_owner)),
+        np.ascontiguousarray(np.concatenate((i_times, o_times), axis=1)),
+        fe,
+    )
+    assert applies
+    signs = np.array([-1], np.int64) if d == 1 else np.array([-1, -1, 1], np.int64)
+    c, diffs = scalar_differences(
+        nkeys,
+        c_owner,
+        c_times,
+        neighbours,
+        signs,
+        i_owner,
+        i_times,
+        i_diffs,
+        o_owner,
+        o_times,
+        o_diffs,
+        at_least,
+    )
+    assert got[0].tolist() == c_owner[c].tolist()
+    assert got[1].tolist() == c_times[0, c].tolist()
+    assert got[2].tolist() == diffs.tolist()
+    assert got[3].tolist() == g_owner.tolist()
+    assert got[4].tolist() == g_times.tolist()
+
+
 def _reduces(operators: list) -> list:
     from engine.operators.reduce import Reduce
 

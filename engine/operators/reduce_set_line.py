@@ -1,0 +1,222 @@
+"""A set-like reduce step on a line of candidate times, key by key, in one pass per key.
+
+The same results as ``reduce_line.line_grid`` followed by ``reduce_scalar.scalar_differences``
+(which the general driver uses), computed in the order the work falls: each key's records
+are read where they lie in every batch of both spines (no gathered copy, grouped again by
+owner); those at or below the key's least new time only add to two sums; the rest are
+sorted once by their first coordinate, and one sweep over them gives the distinct first
+coordinates, the input and output accumulations at each, the differences and the pending
+times. The general pieces sort the gathered records by owner for the grid, and again for
+each accumulation."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from engine.operators.reduce_line import point_complete
+from engine.trace.seek import batch_records, prefetch_records, record_ranges
+
+__all__ = ["line_set_differences"]
+
+_INF = np.iinfo(np.int64).max
+_INSERTION = 24  # a key's records up to this many are sorted by insertion
+_AHEAD = 4  # keys ahead whose records are asked for
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sort_by_time(t0: np.ndarray, din: np.ndarray, dout: np.ndarray, m: int) -> None:
+    """Sort the first ``m`` entries of the three arrays by ``t0``, in place."""
+    if m <= _INSERTION:
+        for i in range(1, m):
+            a, b, c = t0[i], din[i], dout[i]
+            j = i
+            while j > 0 and t0[j - 1] > a:
+                t0[j], din[j], dout[j] = t0[j - 1], din[j - 1], dout[j - 1]
+                j -= 1
+            t0[j], din[j], dout[j] = a, b, c
+        return
+    order = np.argsort(t0[:m])
+    t, x, y = t0[:m].copy(), din[:m].copy(), dout[:m].copy()
+    for i in range(m):
+        t0[i], din[i], dout[i] = t[order[i]], x[order[i]], y[order[i]]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_pending(p0: np.ndarray, p1: np.ndarray, m: int, a: int, b: int) -> int:
+    """Insert ``(a, b)`` into the sorted distinct pairs ``p0, p1[:m]``; returns the count."""
+    j = m
+    while j > 0 and (p0[j - 1] > a or (p0[j - 1] == a and p1[j - 1] > b)):
+        j -= 1
+    if j > 0 and p0[j - 1] == a and p1[j - 1] == b:
+        return m
+    for i in range(m, j, -1):
+        p0[i], p1[i] = p0[i - 1], p1[i - 1]
+    p0[j], p1[j] = a, b
+    return m + 1
+
+
+@njit(cache=True, nogil=True)
+def _most_records(
+    n_lo: np.ndarray,
+    i_lo: np.ndarray,
+    i_hi: np.ndarray,
+    o_lo: np.ndarray,
+    o_hi: np.ndarray,
+) -> np.ndarray:
+    """Per key: its new times plus its records in both spines."""
+    nkeys = n_lo.shape[0] - 1
+    count = np.empty(nkeys, np.int64)
+    for k in range(nkeys):
+        m = n_lo[k + 1] - n_lo[k]
+        for b in range(i_lo.shape[0]):
+            if i_lo[b, k] >= 0:
+                m += i_hi[b, k] - i_lo[b, k]
+        for b in range(o_lo.shape[0]):
+            if o_lo[b, k] >= 0:
+                m += o_hi[b, k] - o_lo[b, k]
+        count[k] = m
+    return count
+
+
+@njit(cache=True, nogil=True)
+def line_set_differences(
+    nkeys: int,
+    k_codes: np.ndarray,
+    k_keys: np.ndarray,
+    owner: np.ndarray,
+    n_times: np.ndarray,
+    in_table: np.ndarray,
+    out_table: np.ndarray,
+    felems: np.ndarray,
+    exact: bool,
+    at_least: int,
+    r: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For keys with new times (``owner`` ascending, times ``(d, n)`` all at round ``r``
+    when ``d == 2``) against the input and output spines at frontier ``felems``: (output
+    owner, output first coordinates, output differences, pending owner, pending times
+    ``(d, P)``), both by key, then time, ascending. The output's times are at round ``r``."""
+    d = n_times.shape[0]
+    ne = felems.shape[0]
+    i_lo, i_hi, _ = record_ranges(k_codes, k_keys, in_table, exact)
+    o_lo, o_hi, _ = record_ranges(k_codes, k_keys, out_table, exact)
+    n_lo = np.zeros(nkeys + 1, np.int64)
+    for i in range(owner.shape[0]):
+        n_lo[owner[i] + 1] += 1
+    for k in range(nkeys):
+        n_lo[k + 1] += n_lo[k]
+    count = _most_records(n_lo, i_lo, i_hi, o_lo, o_hi)
+    most = count.max() if nkeys else 0
+    # scratch for one key: first coordinates with their input and output contributions,
+    # then the distinct first coordinates with the accumulations there
+    t0 = np.empty(most, np.int64)
+    din = np.empty(most, np.int64)
+    dout = np.empty(most, np.int64)
+    v = np.empty(most, np.int64)
+    acc_in = np.empty(most, np.int64)
+    acc_out = np.empty(most, np.int64)
+    diff = np.empty(most, np.int64)
+    pend0 = np.empty(ne * owner.shape[0] + 1, np.int64)
+    pend1 = np.empty(ne * owner.shape[0] + 1, np.int64)
+    q1 = np.zeros(ne, np.int64)
+    for e in range(ne):
+        q1[e] = max(r, felems[e, 1]) if d == 2 else 0
+    best = np.empty(ne, np.int64)
+    total = count.sum()
+    r_owner = np.empty(total, np.int64)
+    r_t0 = np.empty(total, np.int64)
+    r_diff = np.empty(total, np.int64)
+    g_owner = np.empty(ne * owner.shape[0], np.int64)
+    g_times = np.empty((d, ne * owner.shape[0]), np.int64)
+    nr = ng = 0
+    for k in range(nkeys):
+        a = k + _AHEAD
+        if a < nkeys:
+            for b in range(i_lo.shape[0]):
+                if i_lo[b, a] >= 0:
+                    prefetch_records(in_table, b, i_lo[b, a], d)
+            for b in range(o_lo.shape[0]):
+                if o_lo[b, a] >= 0:
+                    prefetch_records(out_table, b, o_lo[b, a], d)
+        least = _INF
+        for i in range(n_lo[k], n_lo[k + 1]):
+            least = min(least, n_times[0, i])
+        for e in range(ne):
+            best[e] = r if (d == 2 and r >= q1[e]) else _INF
+        # the key's records: those at or below its least new time only add to the sums
+        base_in = base_out = 0
+        m = 0
+        for side in range(2):
+            table = in_table if side == 0 else out_table
+            lo = i_lo if side == 0 else o_lo
+            hi = i_hi if side == 0 else o_hi
+            for b in range(lo.shape[0]):
+                if lo[b, k] < 0:
+                    continue
+                times, diffs = batch_records(table, b, d)
+                for rec in range(lo[b, k], hi[b, k]):
+                    t1 = times[1, rec] if d == 2 else 0
+                    for e in range(ne):
+                        if t1 >= q1[e] and t1 < best[e]:
+                            best[e] = t1
+                    x = diffs[rec] if t1 <= r else 0
+                    if times[0, rec] <= least:
+                        if side == 0:
+                            base_in += x
+                        else:
+                            base_out += x
+                        continue
+                    t0[m] = times[0, rec]
+                    din[m] = x if side == 0 else 0
+                    dout[m] = x if side == 1 else 0
+                    m += 1
+        for i in range(n_lo[k], n_lo[k + 1]):
+            t0[m], din[m], dout[m] = n_times[0, i], 0, 0
+            m += 1
+        _sort_by_time(t0, din, dout, m)
+        # the distinct first coordinates and the accumulations there
+        s_in, s_out = base_in, base_out
+        L = p = 0
+        while p < m:
+            t = t0[p]
+            while p < m and t0[p] == t:
+                s_in += din[p]
+                s_out += dout[p]
+                p += 1
+            v[L], acc_in[L], acc_out[L] = t, s_in, s_out
+            diff[L] = 0
+            L += 1
+        # the differences: each complete point's error, less its complete successor's
+        # share (the Möbius inversion on a line)
+        for j in range(L):
+            if not point_complete(felems, v[j], r, d):
+                continue
+            err = (1 if acc_in[j] >= at_least else 0) - acc_out[j]
+            if err == 0:
+                continue
+            diff[j] += err
+            if j + 1 < L and point_complete(felems, v[j + 1], r, d):
+                diff[j + 1] -= err
+        for j in range(L):
+            if diff[j] != 0:
+                r_owner[nr], r_t0[nr], r_diff[nr] = k, v[j], diff[j]
+                nr += 1
+        # pending: the least distinct first coordinate at or above join(new time, f), at
+        # the least second coordinate at or above f's (grid ceilings)
+        np_ = 0
+        for e in range(ne):
+            if d == 2 and best[e] == _INF:
+                continue
+            for i in range(n_lo[k], n_lo[k + 1]):
+                q0 = max(n_times[0, i], felems[e, 0])
+                pos = np.searchsorted(v[:L], q0)
+                if pos < L:
+                    np_ = _add_pending(pend0, pend1, np_, v[pos], best[e] if d == 2 else 0)
+        for i in range(np_):
+            g_owner[ng] = k
+            g_times[0, ng] = pend0[i]
+            if d == 2:
+                g_times[1, ng] = pend1[i]
+            ng += 1
+    return r_owner[:nr], r_t0[:nr], r_diff[:nr], g_owner[:ng], g_times[:, :ng].copy()
