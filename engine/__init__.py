@@ -13,6 +13,7 @@ Build a dataflow on a :class:`Graph`, feed it through :class:`InputHandle` objec
     out = reach.capture()
 """
 
+from engine import jit_cache  # noqa: F401 (first: where the kernels defined below are cached)
 from engine.batch import UpdateBatch
 from engine.collection import Arrangement, Collection, iterate
 from engine.consolidate import consolidate
