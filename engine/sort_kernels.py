@@ -34,6 +34,7 @@ __all__ = [
     "packed_sort",
     "row_bits",
     "sort_rows",
+    "stable_argsort",
 ]
 
 COMPILED_BELOW = 4096  # rows: above this numpy's lexsort beats the compiled merge sorts
@@ -124,6 +125,75 @@ def packed_sort(
     return key, ib, rows[0]
 
 
+_BUCKET_INSERTION = 32  # a bucket of _bucket_argsort up to this many values: by insertion
+
+
+@njit(cache=True, nogil=True)
+def _bucket_argsort(values: np.ndarray) -> tuple[bool, np.ndarray]:
+    """The stable ascending order of int64 values by a counting sort into about as many
+    buckets as values, by their offset from the least (its high bits), then each bucket
+    that holds a range of values by insertion, or when big by a merge sort (unless in
+    order already). (False, -) when one big unsorted bucket holds over an eighth of the
+    values (bunched values, better left to numpy's sort)."""
+    n = values.shape[0]
+    order = np.empty(n, np.int64)
+    if n == 0:
+        return True, order
+    lo, hi = values.min(), values.max()
+    span = np.uint64(hi) - np.uint64(lo)  # exact in unsigned arithmetic
+    width = 0  # bits of the span
+    while width < 64 and (span >> np.uint64(width)) != 0:
+        width += 1
+    target = 1
+    while (1 << target) < n:
+        target += 1
+    shift = np.uint64(max(0, width - target))
+    nbuckets = int(span >> shift) + 1
+    start = np.zeros(nbuckets + 1, np.int64)
+    for i in range(n):
+        start[int((np.uint64(values[i]) - np.uint64(lo)) >> shift) + 1] += 1
+    for b in range(nbuckets):
+        start[b + 1] += start[b]
+    fill = start[:-1].copy()
+    for i in range(n):
+        b = int((np.uint64(values[i]) - np.uint64(lo)) >> shift)
+        order[fill[b]] = i
+        fill[b] += 1
+    if shift == 0:  # a bucket per value
+        return True, order
+    for b in range(nbuckets):  # a bucket holds a range of values: sort it
+        a, z = start[b], start[b + 1]
+        if z - a > _BUCKET_INSERTION:
+            for i in range(a + 1, z):
+                if values[order[i]] < values[order[i - 1]]:
+                    break
+            else:
+                continue  # in order already (one repeated value, say)
+            if 8 * (z - a) > n:
+                return False, order
+            run = order[a:z].copy()
+            sub = np.argsort(values[run], kind="mergesort")
+            for i in range(z - a):
+                order[a + i] = run[sub[i]]
+            continue
+        for i in range(a + 1, z):
+            x = order[i]
+            j = i - 1
+            while j >= a and values[order[j]] > values[x]:
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = x
+    return True, order
+
+
+def stable_argsort(values: np.ndarray) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` for int64 values; about linear time when they
+    spread out (hashed key codes) or span few distinct values (:func:`_bucket_argsort`),
+    numpy's sort otherwise."""
+    ok, order = _bucket_argsort(values)
+    return order if ok else np.argsort(values, kind="stable")
+
+
 def _split_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Rows too wide for one packed key: the rows after the first packed (one fast sort),
     then a stable sort by the first row (an LSD sort in two passes, still several times
@@ -139,9 +209,9 @@ def _split_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndar
         key, ib, _ = packed
         p = (key & np.uint64((1 << ib) - 1)).view(np.int64)
         lead = rows[0][p]
-        q = np.argsort(lead, kind="stable")
+        q = stable_argsort(lead)
         return p[q], (key >> np.uint64(ib))[q], lead[q]
-    order = np.argsort(rows[0], kind="stable")
+    order = stable_argsort(rows[0])
     return order, np.zeros(n, np.uint64), rows[0][order]
 
 

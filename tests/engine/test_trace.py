@@ -405,3 +405,35 @@ def test_a_bulk_step_settles_into_one_batch(monkeypatch: pytest.MonkeyPatch) -> 
     insert(2 * spine.records(), 7)  # a second bulk step
     spine.settle()
     assert len(spine.batches) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 3000),
+    st.sampled_from(["hashed", "repeated hashes", "dense", "bunched", "extremes", "one value"]),
+)
+def test_bucket_argsort_is_numpys_stable_argsort(seed: int, n: int, kind: str) -> None:
+    """``stable_argsort`` (a bucket sort, used to order hashed key codes when arranging)
+    gives exactly numpy's stable order: for spread hashes with and without repeats, few
+    distinct values, values bunched with far outliers (a big bucket, sorted on its own or
+    left to numpy), the int64 extremes, and one repeated value."""
+    from engine.sort_kernels import stable_argsort
+
+    rng = np.random.default_rng(seed)
+    big = (1 << 63) - 1
+    if kind == "hashed":
+        v = rng.integers(-big - 1, big, size=n, dtype=np.int64)
+    elif kind == "repeated hashes":
+        v = rng.integers(-big - 1, big, size=max(1, n // 8), dtype=np.int64)
+        v = v[rng.integers(0, v.shape[0], size=n)]
+    elif kind == "dense":
+        v = rng.integers(-5, 40, size=n)
+    elif kind == "bunched":
+        v = np.concatenate([rng.integers(0, 1000, size=n), rng.integers(-big - 1, big, size=3)])
+    elif kind == "extremes":
+        v = rng.choice(np.array([-big - 1, -1, 0, big]), size=n)
+    else:
+        v = np.full(n, 17, np.int64)
+    v = v.astype(np.int64)
+    assert np.array_equal(stable_argsort(v), np.argsort(v, kind="stable"))
