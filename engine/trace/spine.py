@@ -16,9 +16,10 @@ Invariants:
   about any time ``>=`` its frontier, so times are advanced only by what all readers allow
   (logical compaction), and merges write advanced, consolidated times (physical compaction);
 * at the end of a step (:meth:`Spine.settle`), a spine that received at least half of its
-  records in that step (a bulk load) is merged into one batch. A bulk step leaves a
-  staircase of big batches that later seeks would all visit and later inserts would merge
-  piecemeal; one merge now costs at most a constant factor of the step's own inserts.
+  records in that step and grew by at least half of them (a bulk load) is merged into one
+  batch. A bulk step leaves a staircase of big batches that later seeks would all visit
+  and later inserts would merge piecemeal; one merge now costs at most a constant factor of
+  the step's own inserts.
 
 A reader is a :class:`TraceReader`; readers are how shared arrangements know what they may
 forget. A spine with no readers keeps everything.
@@ -166,6 +167,7 @@ class Spine:
         self._stale = 0  # seek-table rows from here on may not match the batches
         self._waiting = 0  # small batches at the end, waiting to be merged
         self._inserted = 0  # records inserted since the last settle
+        self._settled = 0  # records held at the last settle
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:
@@ -265,12 +267,21 @@ class Spine:
 
     def settle(self) -> None:
         """The end of a step: merge everything into one batch when the step inserted at least
-        ``SETTLE_FROM`` records and at least half of what the spine now holds, and index it
-        for seeks (its radix index) before anyone reads it."""
+        ``SETTLE_FROM`` records and at least half of what the spine now holds, and the spine
+        grew by at least half of what was inserted, and index it for seeks (its radix index)
+        before anyone reads it. A step whose inserts replaced about as many records as they
+        added (in a loop, times compacted into the past) has merged as it went."""
         inserted, self._inserted = self._inserted, 0
-        if inserted >= SETTLE_FROM and 2 * inserted >= self.records() and len(self.batches) > 1:
+        records, before = self.records(), self._settled
+        if (
+            inserted >= SETTLE_FROM
+            and 2 * inserted >= records
+            and 2 * (records - before) >= inserted
+            and len(self.batches) > 1
+        ):
             self.compact()
             self.seek_table()  # its radix index: built now, not by the first read
+        self._settled = self.records()
 
     def compact(self) -> None:
         """Merge everything into one batch, advanced to ``since`` (physical compaction)."""

@@ -370,8 +370,9 @@ def test_a_big_merge_goes_on_across_inserts() -> None:
 
 def test_a_bulk_step_settles_into_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """At a step's end a spine that got at least half its records in the step (and at least
-    ``SETTLE_FROM``) is merged into one batch, compacted to ``since``; a step that adds
-    less leaves the batches as they are. Readers see the same content either way."""
+    ``SETTLE_FROM``), and grew by half of them, is merged into one batch, compacted to
+    ``since``; a step that adds less, or replaces as much as it adds, leaves the batches as
+    they are. Readers see the same content either way."""
     monkeypatch.setattr(spine_mod, "SETTLE_FROM", 100)
     layout = Layout.by_key(2, [0])
     spine = Spine(layout, 1)
@@ -405,6 +406,20 @@ def test_a_bulk_step_settles_into_one_batch(monkeypatch: pytest.MonkeyPatch) -> 
     insert(2 * spine.records(), 7)  # a second bulk step
     spine.settle()
     assert len(spine.batches) == 1
+    # a step that replaces the trace (in a loop: times compacted into the past) merged as
+    # it went; the spine did not grow, so it is left as it is
+    n = spine.records()
+    reader.advance(Antichain([8]))
+    old = spine.batches[0].to_updates(layout)
+    spine.insert(
+        TraceBatch.from_updates(layout, UpdateBatch.build(old.data, np.full((1, n), 8), -old.diffs))
+    )
+    assert spine.records() == 0  # merged with what it retracts, at the same time
+    insert(n * 6 // 10, 8)
+    insert(n // 4, 8)
+    assert len(spine.batches) == 2
+    spine.settle()
+    assert len(spine.batches) == 2
 
 
 @settings(max_examples=60, deadline=None)
