@@ -167,7 +167,7 @@ class Spine:
         self._stale = 0  # seek-table rows from here on may not match the batches
         self._waiting = 0  # small batches at the end, waiting to be merged
         self._inserted = 0  # records inserted since the last settle
-        self._settled = 0  # records held at the last settle
+        self._settled = 0  # records held after the last step of SETTLE_FROM inserts or more
 
     # -- readers and compaction ---------------------------------------------------------
     def reader(self, frontier: Antichain | None = None, name: str = "") -> TraceReader:
@@ -272,16 +272,14 @@ class Spine:
         before anyone reads it. A step whose inserts replaced about as many records as they
         added (in a loop, times compacted into the past) has merged as it went."""
         inserted, self._inserted = self._inserted, 0
+        if inserted < SETTLE_FROM:  # most steps: no need to count the records
+            return
         records, before = self.records(), self._settled
-        if (
-            inserted >= SETTLE_FROM
-            and 2 * inserted >= records
-            and 2 * (records - before) >= inserted
-            and len(self.batches) > 1
-        ):
+        self._settled = records
+        if 2 * inserted >= records and 2 * (records - before) >= inserted and len(self.batches) > 1:
             self.compact()
             self.seek_table()  # its radix index: built now, not by the first read
-        self._settled = self.records()
+            self._settled = self.records()
 
     def compact(self) -> None:
         """Merge everything into one batch, advanced to ``since`` (physical compaction)."""
