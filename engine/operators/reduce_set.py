@@ -115,11 +115,12 @@ def set_step(
 ]:
     """One reduce step: the input delta (a trace batch's codes, keys, offsets and times)
     and the pending (code, key, time) triples in, against the input and output spines
-    (``seek.record_ranges`` tables) at frontier ``felems``. Returns (applies, pending codes, keys
-    and times, output codes, keys, offsets, times and diffs, output rows); the output is a
-    trace batch of differences at distinct times, already in trace order, and its rows are
-    its keys expanded per record, key column ``j`` as row ``columns[j]``. When it does not apply,
-    everything after the flag is empty and nothing has been decided."""
+    (their seek tables, ``Spine.seek_table``) at frontier ``felems``. Returns (applies,
+    pending codes, keys and times, output codes, keys, offsets, times and diffs, output
+    rows); the output is a trace batch of differences at distinct times, already in trace
+    order, and its rows are its keys expanded per record, key column ``j`` as row
+    ``columns[j]``. When it does not apply, everything after the flag is empty and nothing
+    has been decided."""
     kk, d = d_keys.shape[0], d_times.shape[0]
     nd, n_pend = d_codes.shape[0], p_codes.shape[0]
     z1 = np.zeros(0, np.int64)
