@@ -44,6 +44,9 @@ class Arrange(Operator):
             if len(delta):
                 self.spine.insert(delta)
                 self.delta = delta
+        self.compact()
+
+    def compact(self) -> None:
         self.own.advance(self.compaction_frontier())
 
     def release(self) -> None:
@@ -66,6 +69,9 @@ class AsCollection(Operator):
         self.frontier = self.input_frontier()
         delta = self.source.delta()
         self.output = delta.to_updates(self.source.arranged.layout) if delta is not None else None
+        self.compact()
+
+    def compact(self) -> None:
         self.source.advance(self.compaction_frontier())
 
     def release(self) -> None:

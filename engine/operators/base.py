@@ -118,6 +118,10 @@ class Operator:
     def run(self) -> None:
         raise NotImplementedError
 
+    def compact(self) -> None:
+        """Let the traces this operator reads or keeps compact to its compaction frontier
+        (each run ends with this; a loop calls it again once its outer times are done)."""
+
     def pending_times(self) -> np.ndarray:
         """Times (``(dims, m)``) at which this operator still owes work."""
         return np.zeros((self.dims, 0), dtype=np.int64)

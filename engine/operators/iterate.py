@@ -209,6 +209,14 @@ class LoopRegion(Operator):
             )
         self.output = None
         self.prev_frontier = frontier
+        self.compact()
+
+    def compact(self) -> None:
+        """Every outer time before this run's frontier is done: the inner traces may
+        compact to it now, before the step ends (``Spine.settle``), not at the next run."""
+        self.inner.rest = self._rest()
+        for op in self.inner.operators:
+            op.compact()
 
     def pending_times(self) -> np.ndarray:
         parts = [op.pending_times()[:-1] for op in self.owing]

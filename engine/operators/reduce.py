@@ -117,6 +117,9 @@ class Reduce(Operator):
         delta = self.source.delta()
         if not (self.set_like and self._set_step(delta, frontier)):
             self._step(delta, frontier)
+        self.compact()
+
+    def compact(self) -> None:
         f = self.compaction_frontier()
         self.source.advance(f)
         self.own.advance(f)

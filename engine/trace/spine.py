@@ -52,7 +52,7 @@ SMALL_BATCHES = 8
 AMORTIZE_FROM = 1 << 20  # records: merges at least this big advance a key range per insert
 FUEL_PER_RECORD = 4  # merge work (records) each merge under way does per inserted record
 FUEL_MIN = 2048  # ... and at least this much per insert
-SETTLE_FROM = 1 << 16  # records inserted in one step before the step's end may merge it all
+SETTLE_FROM = 1 << 12  # records inserted in one step before the step's end may merge it all
 
 
 class Merging:

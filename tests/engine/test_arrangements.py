@@ -76,3 +76,42 @@ def test_readers_hold_back_compaction() -> None:
     held.advance(Antichain([(3,)]))
     arr.op.spine.compact()
     assert sorted(arr.op.spine.content().times[0].tolist()) == [3, 3, 3]
+
+
+def test_a_loop_lets_its_traces_compact_once_its_outer_times_are_done() -> None:
+    """When a loop has run every outer time before its frontier, the traces inside it may
+    compact to that frontier at once, so the step's own end (``Spine.settle``) can fold the
+    step's history away; waiting for the next step kept a whole step of history around."""
+    from engine.operators.iterate import LoopRegion
+
+    g = Graph()
+    roots_in, roots = g.new_input([("node", "int")])
+    edges_in, edges = g.new_input([("src", "int"), ("dst", "int")])
+    start = roots.select(root="node", node="node")
+    reach = start.iterate(
+        lambda r: (
+            r.join(edges, on=[("node", "src")], columns={"root": "left.root", "node": "right.dst"})
+            .concat(start)
+            .distinct()
+        )
+    ).capture()
+    roots_in.send_rows([(0,)], 0)
+    edges_in.send_rows([(i, i + 1) for i in range(6)], 0)
+    for t in range(1, 4):  # cut the path, then mend it, at three times in one step
+        edges_in.send_rows([(t, t + 1)], t, -1)
+        edges_in.send_rows([(t, t + 1)], t + 1, 1)
+    for h in (roots_in, edges_in):
+        h.advance_to(6)
+    g.step()
+    assert reach.upper == Antichain([(6,)])  # every time before 6 is final
+    loop = next(op for op in g.scope.operators if isinstance(op, LoopRegion))
+    spines = [op.spine for op in loop.inner.operators if hasattr(op, "spine")]
+    assert spines
+    for spine in spines:
+        assert spine.since() == Antichain([(6, 0)]), spine.name
+        spine.compact()
+        assert set(spine.content().times[0].tolist()) <= {6}, spine.name
+    final = Counter()
+    for (row, _), d in _rows(reach.drain()).items():
+        final[row] += d
+    assert +final == Counter({(0, n): 1 for n in range(7)})
