@@ -16,10 +16,11 @@ Invariants:
   about any time ``>=`` its frontier, so times are advanced only by what all readers allow
   (logical compaction), and merges write advanced, consolidated times (physical compaction);
 * at the end of a step (:meth:`Spine.settle`), a spine that received at least half of its
-  records in that step and grew by at least half of them (a bulk load) is merged into one
-  batch. A bulk step leaves a staircase of big batches that later seeks would all visit
-  and later inserts would merge piecemeal; one merge now costs at most a constant factor of
-  the step's own inserts.
+  records in that step and grew by at least half of them is merged into one batch: a bulk
+  load, or a loop's batch of many outer times, whose history folds away at the step's end
+  (the loop lets its traces compact once those times are done). A bulk step leaves a
+  staircase of big batches that later seeks would all visit and later inserts would merge
+  piecemeal; one merge now costs at most a constant factor of the step's own inserts.
 
 A reader is a :class:`TraceReader`; readers are how shared arrangements know what they may
 forget. A spine with no readers keeps everything.
@@ -270,7 +271,7 @@ class Spine:
         ``SETTLE_FROM`` records and at least half of what the spine now holds, and the spine
         grew by at least half of what was inserted, and index it for seeks (its radix index)
         before anyone reads it. A step whose inserts replaced about as many records as they
-        added (in a loop, times compacted into the past) has merged as it went."""
+        added (their times compacted into the past as it went) has merged as it went."""
         inserted, self._inserted = self._inserted, 0
         if inserted < SETTLE_FROM:  # most steps: no need to count the records
             return
