@@ -82,19 +82,10 @@ def test_a_loop_lets_its_traces_compact_once_its_outer_times_are_done() -> None:
     """When a loop has run every outer time before its frontier, the traces inside it may
     compact to that frontier at once, so the step's own end (``Spine.settle``) can fold the
     step's history away; waiting for the next step kept a whole step of history around."""
+    from bench.reach import build_reach_graph
     from engine.operators.iterate import LoopRegion
 
-    g = Graph()
-    roots_in, roots = g.new_input([("node", "int")])
-    edges_in, edges = g.new_input([("src", "int"), ("dst", "int")])
-    start = roots.select(root="node", node="node")
-    reach = start.iterate(
-        lambda r: (
-            r.join(edges, on=[("node", "src")], columns={"root": "left.root", "node": "right.dst"})
-            .concat(start)
-            .distinct()
-        )
-    ).capture()
+    g, roots_in, edges_in, reach = build_reach_graph()  # the loop of seed 000's benchmark
     roots_in.send_rows([(0,)], 0)
     edges_in.send_rows([(i, i + 1) for i in range(6)], 0)
     for t in range(1, 4):  # cut the path, then mend it, at three times in one step
