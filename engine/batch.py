@@ -25,7 +25,8 @@ __all__ = ["UpdateBatch"]
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, for the same reason as ``TraceBatch``: a frozen constructor costs 3x as much.
+@dataclass(slots=True, eq=False)
 class UpdateBatch:
     data: np.ndarray
     times: np.ndarray

@@ -187,7 +187,8 @@ class Antichain:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Antichain):
             return NotImplemented
-        return self.dims == other.dims and np.array_equal(self.elements, other.elements)
+        a, b = self.elements, other.elements  # (m, d) int64: shape, then bytes (fast for tiny ones)
+        return a.shape == b.shape and a.tobytes() == b.tobytes()
 
     def __hash__(self) -> int:
         return hash((self.dims, self.elements.tobytes()))

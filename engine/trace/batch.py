@@ -32,7 +32,9 @@ __all__ = ["TraceBatch"]
 _NO_RADIX = np.zeros(0, dtype=np.int64)
 
 
-@dataclass(frozen=True, slots=True)
+# Immutable by convention, not frozen: a frozen dataclass's constructor sets each field through
+# ``object.__setattr__`` (1.3 µs for these eight), and a single update builds about 30 batches.
+@dataclass(slots=True, eq=False)
 class TraceBatch:
     codes: np.ndarray
     keys: np.ndarray
@@ -181,8 +183,8 @@ class TraceBatch:
                 row = table_row(*arrays, radix, shift)
             except TypeError:
                 raise ValueError("trace batch arrays must be C-contiguous int64") from None
-            object.__setattr__(self, "radix", radix)  # kept alive with the batch
-            object.__setattr__(self, "table_row", row)
+            self.radix = radix  # kept alive with the batch
+            self.table_row = row
         return self.table_row  # type: ignore[return-value]
 
     def __len__(self) -> int:
