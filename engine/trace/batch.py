@@ -24,7 +24,7 @@ from engine.sort_kernels import (
     trace_arrays,
 )
 from engine.trace.layout import Layout
-from engine.trace.merge import merge_table
+from engine.trace.merge import merge_table, merge_whole
 from engine.trace.seek import RADIX_FROM, radix_index, table_row
 
 __all__ = ["TraceBatch"]
@@ -118,9 +118,24 @@ class TraceBatch:
             return cls.empty(layout, dims)
         if len(parts) == 1 and since is None:
             return parts[0]
-        lo = np.zeros(len(parts), dtype=np.int64)
-        hi = np.array([p.nkeys for p in parts], dtype=np.int64)
-        return cls.merge_keys(layout, parts, lo, hi, since)
+        return cls.merge_rows(layout, np.array([p.addresses() for p in parts]), since, dims)
+
+    @classmethod
+    def merge_rows(
+        cls, layout: Layout, table: np.ndarray, since: Antichain | None, dims: int
+    ) -> TraceBatch:
+        """The non-empty batches of seek-table rows ``table`` (``addresses``) merged into
+        one, compacted to ``since``; the caller keeps those batches alive meanwhile."""
+        ok, codes, keys, offsets, vals, times, diffs = merge_whole(
+            table,
+            len(layout.key_cols),
+            len(layout.val_cols),
+            since.elements if since is not None else np.zeros((0, dims), dtype=np.int64),
+            layout.exact_codes,
+        )
+        if ok:
+            return cls(codes, keys, offsets, vals, times, diffs)
+        return cls.from_records(layout, codes, keys, vals, times, diffs)  # times too wide
 
     @classmethod
     def merge_keys(
@@ -132,7 +147,7 @@ class TraceBatch:
         since: Antichain | None,
     ) -> TraceBatch:
         """The records of keys ``lo[i]:hi[i]`` of each part ``i``, merged into one batch and
-        compacted to ``since`` (a whole merge, or one key range of it)."""
+        compacted to ``since`` (one key range of a merge under way)."""
         dims = parts[0].dims
         ok, codes, keys, offsets, vals, times, diffs = merge_table(
             np.array([p.addresses() for p in parts]),

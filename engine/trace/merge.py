@@ -18,7 +18,7 @@ from numba import njit
 from engine.sort_kernels import row_bits, trace_arrays
 from engine.trace.seek import unpack_table
 
-__all__ = ["merge_consolidate", "merge_table"]
+__all__ = ["merge_consolidate", "merge_table", "merge_whole"]
 
 _SMALL_GROUP = 16  # groups up to this size re-sort their times by insertion
 
@@ -221,3 +221,14 @@ def merge_table(
         return False, codes, keys, bounds, vals, times, diffs
     o_codes, o_keys, offsets, o_vals, o_times = trace_arrays(first, codes, keys, vals, times, exact)
     return True, o_codes, o_keys, offsets, o_vals, o_times, sums
+
+
+@njit(cache=True, nogil=True)
+def merge_whole(
+    table: np.ndarray, kk: int, kv: int, since: np.ndarray, exact: bool
+) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`merge_table` of every key of every batch of ``table`` (each row's key count is
+    in the row)."""
+    key_lo = np.zeros(table.shape[0], np.int64)
+    key_hi = table[:, 6].copy()
+    return merge_table(table, key_lo, key_hi, kk, kv, since, exact)

@@ -212,10 +212,10 @@ class Spine:
             self._waiting += 1
         else:
             if waiting:
-                tail = self.batches[-(waiting + 1) :]
+                n = len(self.batches)
+                merged = self._merge(n - waiting - 1, n)
                 del self.batches[-(waiting + 1) :]
                 self._stale = min(self._stale, len(self.batches))
-                merged = TraceBatch.merge(self.layout, tail, self.since())
                 if len(merged):
                     self.batches.append(merged)
             self._rebalance(len(self.batches) - 1)
@@ -246,10 +246,15 @@ class Spine:
             if len(x) + len(y) >= AMORTIZE_FROM:
                 self.merging.append(Merging(x, y, self.since()))
                 return
-            merged = TraceBatch.merge(self.layout, [x, y], self.since())
+            merged = self._merge(i - 1, i + 1)
             self.batches[i - 1 : i + 1] = [merged] if len(merged) else []
             self._stale = min(self._stale, i - 1)
             i -= 1
+
+    def _merge(self, lo: int, hi: int) -> TraceBatch:
+        """Batches ``lo:hi`` merged into one, compacted to ``since``, straight from their
+        seek-table rows (the batches stay in place until the caller replaces them)."""
+        return TraceBatch.merge_rows(self.layout, self.seek_table()[lo:hi], self.since(), self.dims)
 
     def _fuel(self, fuel: int) -> None:
         """Advance every merge under way by ``fuel`` records; put each finished one in
