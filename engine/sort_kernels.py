@@ -7,7 +7,9 @@ rows too wide for that take two passes (``_split_sort``). ``consolidate_rows_ord
 the diffs of equal rows and drops zero sums, by the fastest path that applies: compiled
 merge sorts for few rows (``consolidate_order``), ``sort_rows``, or numpy's lexsort
 (``lexsort_consolidate``, also the reference the others are tested against).
-``trace_arrays`` builds a trace batch's arrays from consolidated records.
+``trace_arrays`` builds a trace batch's arrays from consolidated records, and ``batch_row``
+a batch's row of a compiled seek table (``engine.trace.seek``), so that kernels that build a
+batch can return its row with it.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ from engine.hashing import key_code_at
 __all__ = [
     "COMPILED_BELOW",
     "PACKED_FROM",
+    "RADIX_FROM",
+    "ROW_WIDTH",
     "arrange_rows",
+    "batch_row",
     "column_less",
     "consolidate_columns",
     "consolidate_hashed",
     "consolidate_order",
     "consolidate_rows_order",
     "feedback_columns",
+    "fill_row",
     "finish_run",
     "lex_argsort",
     "lexsort_consolidate",
@@ -39,6 +45,60 @@ __all__ = [
 
 COMPILED_BELOW = 4096  # rows: above this numpy's lexsort beats the compiled merge sorts
 PACKED_FROM = 128  # rows: from here one packed np.sort beats the compiled merge sorts
+ROW_WIDTH = 10  # columns of a seek table row (see batch_row)
+RADIX_FROM = 4096  # keys: from here a batch's seeks start from a radix index of its codes
+
+
+@njit(cache=True, nogil=True, inline="always")
+def fill_row(
+    row: np.ndarray,
+    codes: np.ndarray,
+    keys: np.ndarray,
+    offsets: np.ndarray,
+    vals: np.ndarray,
+    times: np.ndarray,
+    diffs: np.ndarray,
+) -> None:
+    """Columns 0-7 of a seek-table row: the six arrays' addresses, the numbers of keys and
+    of records."""
+    row[0] = codes.ctypes.data
+    row[1] = keys.ctypes.data
+    row[2] = offsets.ctypes.data
+    row[3] = vals.ctypes.data
+    row[4] = times.ctypes.data
+    row[5] = diffs.ctypes.data
+    row[6] = codes.shape[0]
+    row[7] = diffs.shape[0]
+
+
+@njit(cache=True, nogil=True)
+def batch_row(
+    codes: np.ndarray,
+    keys: np.ndarray,
+    offsets: np.ndarray,
+    vals: np.ndarray,
+    times: np.ndarray,
+    diffs: np.ndarray,
+) -> np.ndarray:
+    """A batch's row of a seek table (``engine.trace.seek.gather_spine``): its arrays'
+    addresses, its numbers of keys and of records, and no radix index (columns 8 and 9
+    hold a radix index's address and shift, ``seek.table_row``). Empty when the batch needs
+    a radix index (``RADIX_FROM`` keys or more) or an array is not C-contiguous: then
+    ``TraceBatch.addresses`` builds the row. The row is only valid while those arrays live,
+    so a kernel returns it together with them, and the batch holding them keeps it."""
+    contiguous = (
+        codes.flags.c_contiguous
+        and keys.flags.c_contiguous
+        and offsets.flags.c_contiguous
+        and vals.flags.c_contiguous
+        and times.flags.c_contiguous
+        and diffs.flags.c_contiguous
+    )
+    if codes.shape[0] >= RADIX_FROM or not contiguous:
+        return np.zeros(0, np.int64)
+    row = np.zeros(ROW_WIDTH, np.int64)
+    fill_row(row, codes, keys, offsets, vals, times, diffs)
+    return row
 
 
 @njit(cache=True, nogil=True)
@@ -627,11 +687,11 @@ def arrange_rows(
     times: np.ndarray,
     diffs: np.ndarray,
     exact: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A trace batch's arrays (key codes, keys, offsets, vals, times, diffs) from update
-    rows in one call, for few rows: split the columns, hash the keys
-    (``hashing.key_codes``), sort and consolidate (:func:`consolidate_order`) and index
-    (:func:`trace_arrays`). The same as those steps called one by one."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A trace batch's arrays (key codes, keys, offsets, vals, times, diffs) and its seek
+    row (:func:`batch_row`) from update rows in one call, for few rows: split the columns,
+    hash the keys (``hashing.key_codes``), sort and consolidate (:func:`consolidate_order`)
+    and index (:func:`trace_arrays`). The same as those steps called one by one."""
     n = diffs.shape[0]
     kk, kv, d = key_cols.shape[0], val_cols.shape[0], times.shape[0]
     kr = 0 if exact else kk
@@ -652,4 +712,5 @@ def arrange_rows(
     first, sums = consolidate_order(rows, diffs)
     codes = rows[0].copy()
     u_codes, u_keys, offsets, o_vals, o_times = trace_arrays(first, codes, keys, vals, times, exact)
-    return u_codes, u_keys, offsets, o_vals, o_times, sums
+    row = batch_row(u_codes, u_keys, offsets, o_vals, o_times, sums)
+    return u_codes, u_keys, offsets, o_vals, o_times, sums, row

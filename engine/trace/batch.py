@@ -63,7 +63,7 @@ class TraceBatch:
         cls, layout: Layout, batch: UpdateBatch, since: Antichain | None = None
     ) -> TraceBatch:
         if since is None and 0 < len(batch) < PACKED_FROM:  # few rows: one compiled call
-            return cls(
+            return cls.with_row(
                 *arrange_rows(
                     np.ascontiguousarray(batch.data),
                     layout.key_index,
@@ -77,6 +77,21 @@ class TraceBatch:
         return cls.from_records(
             layout, key_codes(keys), keys, vals, batch.times, batch.diffs, since
         )
+
+    @classmethod
+    def with_row(
+        cls,
+        codes: np.ndarray,
+        keys: np.ndarray,
+        offsets: np.ndarray,
+        vals: np.ndarray,
+        times: np.ndarray,
+        diffs: np.ndarray,
+        row: np.ndarray,
+    ) -> TraceBatch:
+        """A batch from a kernel's arrays and the seek row it built from those very arrays
+        (``sort_kernels.batch_row``; empty when it left the row to :meth:`addresses`)."""
+        return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
 
     @classmethod
     def from_records(
@@ -126,7 +141,7 @@ class TraceBatch:
     ) -> TraceBatch:
         """The non-empty batches of seek-table rows ``table`` (``addresses``) merged into
         one, compacted to ``since``; the caller keeps those batches alive meanwhile."""
-        ok, codes, keys, offsets, vals, times, diffs = merge_whole(
+        ok, codes, keys, offsets, vals, times, diffs, row = merge_whole(
             table,
             len(layout.key_cols),
             len(layout.val_cols),
@@ -134,7 +149,7 @@ class TraceBatch:
             layout.exact_codes,
         )
         if ok:
-            return cls(codes, keys, offsets, vals, times, diffs)
+            return cls.with_row(codes, keys, offsets, vals, times, diffs, row)
         return cls.from_records(layout, codes, keys, vals, times, diffs)  # times too wide
 
     @classmethod

@@ -22,6 +22,8 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from engine.sort_kernels import RADIX_FROM, ROW_WIDTH, fill_row
+
 __all__ = [
     "RADIX_FROM",
     "ROW_WIDTH",
@@ -176,8 +178,6 @@ def _find_all(
     return hit
 
 
-ROW_WIDTH = 10  # columns of a seek table row (see table_row)
-RADIX_FROM = 4096  # keys: from here a batch's seeks start from a radix index of its codes
 _RADIX_SPREAD = 8  # keys per radix bucket, on average
 
 
@@ -260,16 +260,10 @@ def table_row(
     shift: int,
 ) -> np.ndarray:
     """A batch's row of a :func:`gather_spine` table: its arrays' addresses, its numbers of
-    keys and records, and its :func:`radix_index` (address, shift; 0, 0 without one)."""
+    keys and records (``sort_kernels.batch_row``), and its :func:`radix_index` (address,
+    shift; 0, 0 without one)."""
     row = np.empty(ROW_WIDTH, np.int64)
-    row[0] = codes.ctypes.data
-    row[1] = keys.ctypes.data
-    row[2] = offsets.ctypes.data
-    row[3] = vals.ctypes.data
-    row[4] = times.ctypes.data
-    row[5] = diffs.ctypes.data
-    row[6] = codes.shape[0]
-    row[7] = diffs.shape[0]
+    fill_row(row, codes, keys, offsets, vals, times, diffs)
     row[8] = radix.ctypes.data if radix.shape[0] else 0
     row[9] = shift
     return row

@@ -15,6 +15,7 @@ from engine.hashing import key_codes
 from engine.lattice import Antichain
 from engine.trace import Layout, Spine, TraceBatch
 from engine.trace import spine as spine_mod
+from engine.trace.seek import table_row
 from engine.trace.spine import SMALL_BATCHES, SMALL_RECORDS
 
 updates = st.lists(
@@ -228,6 +229,26 @@ def test_merging_sorted_batches_equals_sorting_their_union(
     )
     for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
         assert np.array_equal(getattr(by_sort, name), getattr(by_merge, name)), name
+    if by_merge.table_row is not None:  # the merge's kernel built its row
+        assert_row_points_at_its_arrays(by_merge)
+    elif not wide and len(by_merge) and len([b for b in batches if len(b)]) > 1:
+        raise AssertionError("a merge of batches whose times pack returns its seek row")
+
+
+def assert_row_points_at_its_arrays(batch: TraceBatch) -> None:
+    """The seek row a kernel returned with a batch is the row of the batch's own arrays."""
+    assert batch.table_row is not None
+    expected = table_row(
+        batch.codes,
+        batch.keys,
+        batch.offsets,
+        batch.vals,
+        batch.times,
+        batch.diffs,
+        np.zeros(0, np.int64),
+        0,
+    )
+    assert np.array_equal(batch.table_row, expected)
 
 
 @given(
@@ -247,6 +268,8 @@ def test_compiled_arrange_equals_the_steps(rows: list, key_cols: list, wide: boo
     steps = TraceBatch.from_records(layout, key_codes(keys), keys, vals, batch.times, batch.diffs)
     for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
         assert np.array_equal(getattr(steps, name), getattr(compiled, name)), name
+    if len(batch):
+        assert_row_points_at_its_arrays(compiled)
 
 
 @settings(max_examples=20, deadline=None)
