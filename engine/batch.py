@@ -63,15 +63,15 @@ class UpdateBatch:
 
     # -- shape --------------------------------------------------------------------------
     def __len__(self) -> int:
-        return int(self.diffs.shape[0])
+        return self.diffs.shape[0]
 
     @property
     def ncols(self) -> int:
-        return int(self.data.shape[0])
+        return self.data.shape[0]
 
     @property
     def dims(self) -> int:
-        return int(self.times.shape[0])
+        return self.times.shape[0]
 
     # -- derived batches ----------------------------------------------------------------
     def take(self, index: np.ndarray) -> UpdateBatch:

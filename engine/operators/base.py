@@ -38,11 +38,8 @@ class Scope:
         self.operators: list[Operator] = []
         self.frontier: Antichain | None = None  # loop scopes: the current round frontier
         self.rest: Antichain | None = None  # loop scopes: the frontier traces compact to
+        self.is_loop = parent is not None  # an attribute: read by every operator every round
         self.interner: StringInterner | None = parent.interner if parent is not None else None
-
-    @property
-    def is_loop(self) -> bool:
-        return self.parent is not None
 
     @property
     def root(self) -> Scope:
@@ -69,6 +66,7 @@ class Operator:
     scope: Scope
     inputs: tuple[Operator, ...]
     schema: Schema
+    ncols: int
     dims: int
 
     def __init__(
@@ -91,15 +89,12 @@ class Operator:
         self.scope = scope
         self.inputs = tuple(inputs)
         self.schema = schema
+        self.ncols = len(schema)
         self.dims = dims
         self.output: UpdateBatch | None = None
         self.frontier = Antichain.minimum(dims)
         self.dropped = False
         scope.add(self)
-
-    @property
-    def ncols(self) -> int:
-        return len(self.schema)
 
     def input_frontier(self) -> Antichain:
         """Times at or beyond this frontier may still arrive at this operator."""

@@ -154,6 +154,8 @@ class LoopRegion(Operator):
         self.round_limit = round_limit
         self.results: dict[str, UpdateBatch | None] = {v.name: None for v in self.variables}
         self.prev_frontier = Antichain.minimum(self.dims)
+        self._rest_of = self.prev_frontier
+        self._rest_cached = self.prev_frontier.extend(0)
         self.enters = [op for op in inner.operators if isinstance(op, Enter)]
         # the inner operators that can owe work at later times
         self.owing = [
@@ -161,10 +163,16 @@ class LoopRegion(Operator):
         ]
 
     def _rest(self) -> Antichain:
+        """What the inner traces may compact to: the outer frontier they may compact to,
+        extended by round 0 (built once per outer frontier)."""
         if self.scope.is_loop:
             assert self.scope.rest is not None
-            return self.scope.rest.extend(0)
-        return self.prev_frontier.extend(0)
+            outer = self.scope.rest
+        else:
+            outer = self.prev_frontier
+        if outer is not self._rest_of:
+            self._rest_of, self._rest_cached = outer, outer.extend(0)
+        return self._rest_cached
 
     def _next_round(self, frontier: Antichain, after: int) -> int | None:
         best = -1

@@ -215,18 +215,18 @@ class TraceBatch:
                 raise ValueError("trace batch arrays must be C-contiguous int64") from None
             self.radix = radix  # kept alive with the batch
             self.table_row = row
-        return self.table_row  # type: ignore[return-value]
+        return self.table_row
 
     def __len__(self) -> int:
-        return int(self.diffs.shape[0])
+        return self.diffs.shape[0]
 
     @property
     def nkeys(self) -> int:
-        return int(self.codes.shape[0])
+        return self.codes.shape[0]
 
     @property
     def dims(self) -> int:
-        return int(self.times.shape[0])
+        return self.times.shape[0]
 
     def record_keys(self) -> np.ndarray:
         """Key index (into ``codes``/``keys``) of every record."""
