@@ -32,7 +32,6 @@ __all__ = [
     "consolidate_order",
     "consolidate_rows_order",
     "feedback_columns",
-    "fill_row",
     "finish_run",
     "lex_argsort",
     "lexsort_consolidate",
@@ -49,28 +48,6 @@ ROW_WIDTH = 10  # columns of a seek table row (see batch_row)
 RADIX_FROM = 4096  # keys: from here a batch's seeks start from a radix index of its codes
 
 
-@njit(cache=True, nogil=True, inline="always")
-def fill_row(
-    row: np.ndarray,
-    codes: np.ndarray,
-    keys: np.ndarray,
-    offsets: np.ndarray,
-    vals: np.ndarray,
-    times: np.ndarray,
-    diffs: np.ndarray,
-) -> None:
-    """Columns 0-7 of a seek-table row: the six arrays' addresses, the numbers of keys and
-    of records."""
-    row[0] = codes.ctypes.data
-    row[1] = keys.ctypes.data
-    row[2] = offsets.ctypes.data
-    row[3] = vals.ctypes.data
-    row[4] = times.ctypes.data
-    row[5] = diffs.ctypes.data
-    row[6] = codes.shape[0]
-    row[7] = diffs.shape[0]
-
-
 @njit(cache=True, nogil=True)
 def batch_row(
     codes: np.ndarray,
@@ -80,24 +57,20 @@ def batch_row(
     times: np.ndarray,
     diffs: np.ndarray,
 ) -> np.ndarray:
-    """A batch's row of a seek table (``engine.trace.seek.gather_spine``): its arrays'
-    addresses, its numbers of keys and of records, and no radix index (columns 8 and 9
-    hold a radix index's address and shift, ``seek.table_row``). Empty when the batch needs
-    a radix index (``RADIX_FROM`` keys or more) or an array is not C-contiguous: then
-    ``TraceBatch.addresses`` builds the row. The row is only valid while those arrays live,
-    so a kernel returns it together with them, and the batch holding them keeps it."""
-    contiguous = (
-        codes.flags.c_contiguous
-        and keys.flags.c_contiguous
-        and offsets.flags.c_contiguous
-        and vals.flags.c_contiguous
-        and times.flags.c_contiguous
-        and diffs.flags.c_contiguous
-    )
-    if codes.shape[0] >= RADIX_FROM or not contiguous:
-        return np.zeros(0, np.int64)
+    """A batch's row of a seek table (``engine.trace.seek.gather_spine``): its C-contiguous
+    arrays' addresses, its numbers of keys and of records, and no radix index (columns 8 and
+    9: ``seek.table_row`` adds one). A row is only valid while those arrays live: a kernel
+    that builds a batch below ``RADIX_FROM`` keys returns the row together with its arrays,
+    and the batch holding them keeps it."""
     row = np.zeros(ROW_WIDTH, np.int64)
-    fill_row(row, codes, keys, offsets, vals, times, diffs)
+    row[0] = codes.ctypes.data
+    row[1] = keys.ctypes.data
+    row[2] = offsets.ctypes.data
+    row[3] = vals.ctypes.data
+    row[4] = times.ctypes.data
+    row[5] = diffs.ctypes.data
+    row[6] = codes.shape[0]
+    row[7] = diffs.shape[0]
     return row
 
 
@@ -689,7 +662,7 @@ def arrange_rows(
     exact: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A trace batch's arrays (key codes, keys, offsets, vals, times, diffs) and its seek
-    row (:func:`batch_row`) from update rows in one call, for few rows: split the columns,
+    row (:func:`batch_row`, or empty) from update rows in one call, for few rows: split the columns,
     hash the keys (``hashing.key_codes``), sort and consolidate (:func:`consolidate_order`)
     and index (:func:`trace_arrays`). The same as those steps called one by one."""
     n = diffs.shape[0]
@@ -712,5 +685,9 @@ def arrange_rows(
     first, sums = consolidate_order(rows, diffs)
     codes = rows[0].copy()
     u_codes, u_keys, offsets, o_vals, o_times = trace_arrays(first, codes, keys, vals, times, exact)
-    row = batch_row(u_codes, u_keys, offsets, o_vals, o_times, sums)
+    row = (
+        batch_row(u_codes, u_keys, offsets, o_vals, o_times, sums)
+        if u_codes.shape[0] < RADIX_FROM
+        else np.zeros(0, np.int64)  # its row needs a radix index: TraceBatch.addresses
+    )
     return u_codes, u_keys, offsets, o_vals, o_times, sums, row

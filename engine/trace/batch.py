@@ -63,35 +63,20 @@ class TraceBatch:
         cls, layout: Layout, batch: UpdateBatch, since: Antichain | None = None
     ) -> TraceBatch:
         if since is None and 0 < len(batch) < PACKED_FROM:  # few rows: one compiled call
-            return cls.with_row(
-                *arrange_rows(
-                    np.ascontiguousarray(batch.data),
-                    layout.key_index,
-                    layout.val_index,
-                    np.ascontiguousarray(batch.times),
-                    np.ascontiguousarray(batch.diffs),
-                    layout.exact_codes,
-                )
+            codes, keys, offsets, vals, times, diffs, row = arrange_rows(
+                np.ascontiguousarray(batch.data),
+                layout.key_index,
+                layout.val_index,
+                np.ascontiguousarray(batch.times),
+                np.ascontiguousarray(batch.diffs),
+                layout.exact_codes,
             )
+            # the kernel's seek row of the arrays it returned (empty: addresses() builds it)
+            return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
         keys, vals = layout.split(batch.data)
         return cls.from_records(
             layout, key_codes(keys), keys, vals, batch.times, batch.diffs, since
         )
-
-    @classmethod
-    def with_row(
-        cls,
-        codes: np.ndarray,
-        keys: np.ndarray,
-        offsets: np.ndarray,
-        vals: np.ndarray,
-        times: np.ndarray,
-        diffs: np.ndarray,
-        row: np.ndarray,
-    ) -> TraceBatch:
-        """A batch from a kernel's arrays and the seek row it built from those very arrays
-        (``sort_kernels.batch_row``; empty when it left the row to :meth:`addresses`)."""
-        return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
 
     @classmethod
     def from_records(
@@ -149,7 +134,7 @@ class TraceBatch:
             layout.exact_codes,
         )
         if ok:
-            return cls.with_row(codes, keys, offsets, vals, times, diffs, row)
+            return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
         return cls.from_records(layout, codes, keys, vals, times, diffs)  # times too wide
 
     @classmethod

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.sort_kernels import batch_row, row_bits, trace_arrays
+from engine.sort_kernels import RADIX_FROM, batch_row, row_bits, trace_arrays
 from engine.trace.seek import unpack_table
 
 __all__ = ["merge_consolidate", "merge_table", "merge_whole"]
@@ -230,11 +230,13 @@ def merge_whole(
     bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:
     """:func:`merge_table` of every key of every batch of ``table`` (each row's key count is
-    in the row), and the merged batch's own seek row (``sort_kernels.batch_row``)."""
+    in the row), and the merged batch's own seek row (``sort_kernels.batch_row``; empty when
+    the batch needs a radix index)."""
     key_lo = np.zeros(table.shape[0], np.int64)
     key_hi = table[:, 6].copy()
     ok, codes, keys, offsets, vals, times, diffs = merge_table(
         table, key_lo, key_hi, kk, kv, since, exact
     )
-    row = batch_row(codes, keys, offsets, vals, times, diffs) if ok else np.zeros(0, np.int64)
+    own = ok and codes.shape[0] < RADIX_FROM  # else TraceBatch.addresses builds the row
+    row = batch_row(codes, keys, offsets, vals, times, diffs) if own else np.zeros(0, np.int64)
     return ok, codes, keys, offsets, vals, times, diffs, row

@@ -22,7 +22,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from engine.sort_kernels import RADIX_FROM, ROW_WIDTH, fill_row
+from engine.sort_kernels import RADIX_FROM, ROW_WIDTH, batch_row
 
 __all__ = [
     "RADIX_FROM",
@@ -262,8 +262,7 @@ def table_row(
     """A batch's row of a :func:`gather_spine` table: its arrays' addresses, its numbers of
     keys and records (``sort_kernels.batch_row``), and its :func:`radix_index` (address,
     shift; 0, 0 without one)."""
-    row = np.empty(ROW_WIDTH, np.int64)
-    fill_row(row, codes, keys, offsets, vals, times, diffs)
+    row = batch_row(codes, keys, offsets, vals, times, diffs)
     row[8] = radix.ctypes.data if radix.shape[0] else 0
     row[9] = shift
     return row
