@@ -107,7 +107,10 @@ class UpdateBatch:
 
     @staticmethod
     def concat(batches: Sequence[UpdateBatch], ncols: int, dims: int) -> UpdateBatch:
-        parts = [b for b in batches if len(b)]
+        if len(batches) == 1:  # the usual case, every round of a loop
+            one = batches[0]
+            return one if one.diffs.shape[0] else UpdateBatch.empty(ncols, dims)
+        parts = [b for b in batches if b.diffs.shape[0]]
         if not parts:
             return UpdateBatch.empty(ncols, dims)
         if len(parts) == 1:
