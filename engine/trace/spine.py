@@ -226,14 +226,19 @@ class Spine:
     def _count_waiting(self) -> None:
         """Recount the small batches at the end (after merges changed them); a batch in a
         merge under way ends the count, as it must not be merged again."""
-        self._waiting = 0
+        waiting = 0
+        merging = self.merging
         for b in reversed(self.batches):
-            if len(b) >= SMALL_RECORDS or self._busy(b):
+            if b.diffs.shape[0] >= SMALL_RECORDS or (merging and self._busy(b)):
                 break
-            self._waiting += 1
+            waiting += 1
+        self._waiting = waiting
 
     def _busy(self, batch: TraceBatch) -> bool:
-        return any(m.a is batch or m.b is batch for m in self.merging)
+        for m in self.merging:  # noqa: SIM110 - no generator for the common empty list
+            if m.a is batch or m.b is batch:
+                return True
+        return False
 
     def _rebalance(self, i: int) -> None:
         """Merge batch ``i`` with the one before it while that one is at most twice its
@@ -241,7 +246,7 @@ class Spine:
         steps (:meth:`_fuel`), and batches in a merge under way wait for it."""
         while 1 <= i < len(self.batches):
             x, y = self.batches[i - 1], self.batches[i]
-            if len(x) > 2 * len(y) or self._busy(x) or self._busy(y):
+            if len(x) > 2 * len(y) or (self.merging and (self._busy(x) or self._busy(y))):
                 return
             if len(x) + len(y) >= AMORTIZE_FROM:
                 self.merging.append(Merging(x, y, self.since()))
