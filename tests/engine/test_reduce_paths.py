@@ -755,7 +755,10 @@ def test_set_step_does_not_depend_on_key_codes(
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(0, 2**32 - 1),
-    st.integers(1, 40),
+    # at most 30 keys: the 400 rows below hold about 290 distinct keys (rarely under 260),
+    # so the small batch stays under 1/_FEW_KEYS of the queries; with up to 40 a seed whose
+    # batches shared many keys broke the premise (39 keys * 8 against 312 queries)
+    st.integers(1, 30),
     st.sampled_from([None, 1, 3]),
     st.booleans(),
 )
