@@ -662,9 +662,10 @@ def arrange_rows(
     exact: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A trace batch's arrays (key codes, keys, offsets, vals, times, diffs) and its seek
-    row (:func:`batch_row`, or empty) from update rows in one call, for few rows: split the columns,
-    hash the keys (``hashing.key_codes``), sort and consolidate (:func:`consolidate_order`)
-    and index (:func:`trace_arrays`). The same as those steps called one by one."""
+    row (:func:`batch_row`, or empty) from update rows in one call, for few rows: split the
+    columns, hash the keys (``hashing.key_codes``), sort and consolidate
+    (:func:`consolidate_order`) and index (:func:`trace_arrays`). The same as those steps
+    called one by one."""
     n = diffs.shape[0]
     kk, kv, d = key_cols.shape[0], val_cols.shape[0], times.shape[0]
     kr = 0 if exact else kk
