@@ -114,8 +114,10 @@ class Operator:
         raise NotImplementedError
 
     def compact(self) -> None:
-        """Let the traces this operator reads or keeps compact to its compaction frontier
-        (each run ends with this; a loop calls it again once its outer times are done)."""
+        """Let the traces this operator reads or keeps compact to its compaction frontier.
+        In the root scope each run ends with this. In a loop scope the compaction frontier
+        (the rest frontier) stays put through a loop's rounds, so the loop calls it once its
+        rounds are done (``LoopRegion.compact``), not every operator every round."""
 
     def pending_times(self) -> np.ndarray:
         """Times (``(dims, m)``) at which this operator still owes work."""
