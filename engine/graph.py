@@ -61,6 +61,7 @@ class Graph:
             op.output = None
             try:
                 op.run()
+                op.compact()  # its traces may forget what its frontier now calls done
             except Exception as exc:
                 op.output = None
                 failures.append((op, exc))

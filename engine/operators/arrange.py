@@ -44,8 +44,6 @@ class Arrange(Operator):
             if len(delta):
                 self.spine.insert(delta)
                 self.delta = delta
-        if not self.scope.is_loop:  # a loop compacts its operators after its rounds
-            self.compact()
 
     def compact(self) -> None:
         self.own.advance(self.compaction_frontier())
@@ -70,8 +68,6 @@ class AsCollection(Operator):
         self.frontier = self.input_frontier()
         delta = self.source.delta()
         self.output = delta.to_updates(self.source.arranged.layout) if delta is not None else None
-        if not self.scope.is_loop:  # a loop compacts its operators after its rounds
-            self.compact()
 
     def compact(self) -> None:
         self.source.advance(self.compaction_frontier())

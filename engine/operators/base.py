@@ -115,9 +115,9 @@ class Operator:
 
     def compact(self) -> None:
         """Let the traces this operator reads or keeps compact to its compaction frontier.
-        In the root scope each run ends with this. In a loop scope the compaction frontier
-        (the rest frontier) stays put through a loop's rounds, so the loop calls it once its
-        rounds are done (``LoopRegion.compact``), not every operator every round."""
+        Whoever runs the operator calls this after it: ``Graph.step`` after each run in the
+        root scope; a loop once its rounds are done (``LoopRegion.compact``), as its scope's
+        compaction frontier (the rest frontier) stays put through them."""
 
     def pending_times(self) -> np.ndarray:
         """Times (``(dims, m)``) at which this operator still owes work."""

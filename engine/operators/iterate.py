@@ -217,11 +217,12 @@ class LoopRegion(Operator):
             )
         self.output = None
         self.prev_frontier = frontier
-        self.compact()
 
     def compact(self) -> None:
         """Every outer time before this run's frontier is done: the inner traces may
-        compact to it now, before the step ends (``Spine.settle``), not at the next run."""
+        compact to it now, before the step ends (``Spine.settle``), not at the next run.
+        Its inner operators compact here only: their compaction frontier stays put through
+        the rounds."""
         self.inner.rest = self._rest()
         for op in self.inner.operators:
             op.compact()

@@ -116,8 +116,6 @@ class Join(Operator):
             parts.append(self._against(dl, 0, dr.addresses()[None, :]).negate())
         parts = [p for p in parts if len(p)]
         self.output = UpdateBatch.concat(parts, self.ncols, self.dims) if parts else None
-        if not self.scope.is_loop:  # a loop compacts its operators after its rounds
-            self.compact()
 
     def compact(self) -> None:
         f = self.compaction_frontier()

@@ -117,8 +117,6 @@ class Reduce(Operator):
         delta = self.source.delta()
         if not (self.set_like and self._set_step(delta, frontier)):
             self._step(delta, frontier)
-        if not self.scope.is_loop:  # a loop compacts its operators after its rounds
-            self.compact()
 
     def compact(self) -> None:
         f = self.compaction_frontier()
