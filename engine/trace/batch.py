@@ -126,16 +126,14 @@ class TraceBatch:
     ) -> TraceBatch:
         """The non-empty batches of seek-table rows ``table`` (``addresses``) merged into
         one, compacted to ``since``; the caller keeps those batches alive meanwhile."""
-        ok, codes, keys, offsets, vals, times, diffs, row = merge_whole(
+        codes, keys, offsets, vals, times, diffs, row = merge_whole(
             table,
             len(layout.key_cols),
             len(layout.val_cols),
             since.elements if since is not None else np.zeros((0, dims), dtype=np.int64),
             layout.exact_codes,
         )
-        if ok:
-            return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
-        return cls.from_records(layout, codes, keys, vals, times, diffs)  # times too wide
+        return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
 
     @classmethod
     def merge_keys(
@@ -149,7 +147,7 @@ class TraceBatch:
         """The records of keys ``lo[i]:hi[i]`` of each part ``i``, merged into one batch and
         compacted to ``since`` (one key range of a merge under way)."""
         dims = parts[0].dims
-        ok, codes, keys, offsets, vals, times, diffs = merge_table(
+        codes, keys, offsets, vals, times, diffs = merge_table(
             np.array([p.addresses() for p in parts]),
             lo,
             hi,
@@ -158,9 +156,7 @@ class TraceBatch:
             since.elements if since is not None else np.zeros((0, dims), dtype=np.int64),
             layout.exact_codes,
         )
-        if ok:  # merging the sorted parts beats sorting their union, at every size measured
-            return cls(codes, keys, offsets, vals, times, diffs)
-        return cls.from_records(layout, codes, keys, vals, times, diffs)  # times too wide
+        return cls(codes, keys, offsets, vals, times, diffs)
 
     @classmethod
     def concat_keys(cls, layout: Layout, parts: list[TraceBatch], dims: int) -> TraceBatch:

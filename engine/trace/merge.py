@@ -1,13 +1,27 @@
-"""Merging sorted trace batches in linear passes instead of sorting their union.
+"""Merging sorted trace batches key by key, in linear passes instead of sorting their union.
 
-Every batch holds its records sorted by (code, key, value, time). Advancing times by a
-frontier never changes a record's (code, key, value) *row*, so the union of batches is
-sorted by row after a k-way merge (pairwise passes by row and advanced time, stable:
-``O(n log k)``); only the times inside a group of equal rows may be out of order, where
-advancing reordered them within a batch, and those groups are re-sorted on their own (most
-are already in order). One more pass finds the groups, checks their order and sums equal
-(row, time) records. The result is what sorting the union would give
-(``TraceBatch.from_records``); tests compare the two.
+Every batch holds its distinct keys sorted by (code, key) and each key's records sorted by
+(value, time), consolidated. The merge walks the batches' keys together, least key first:
+
+* a key found in one batch, whose times the frontier does not move, is copied as it lies;
+* a key found in two such batches merges their two sorted runs, summing equal (value,
+  time) records and dropping those that cancel;
+* otherwise (more batches, or times the frontier moves, which can put a key's records out
+  of order and make distinct times equal) the key's records are gathered with their
+  advanced times, each packed with its values into one integer (relative to the key's own
+  least values, so it fits unless a key's values span more than 63 bits in all), ordered,
+  by insertion when few, else by merging their ascending runs, and consolidated.
+
+Only one key's records move together, nothing is unpacked per record, and no comparison
+looks beyond one key. Whether the frontier moves a batch's times is decided per batch: it
+does not when the least time of each coordinate is already at or beyond one of its
+elements. The result is what sorting the union would give (``TraceBatch.from_records``);
+tests compare the two.
+
+The comparisons take batch arrays viewed in place (no reference counts) and are inlined
+into the numba IR; the per-key scratch arrays are compared through packed integers only,
+as a compiled helper that takes reference-counted arrays costs a few atomic operations per
+call.
 """
 
 from __future__ import annotations
@@ -15,188 +29,216 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.sort_kernels import RADIX_FROM, batch_row, row_bits, trace_arrays
-from engine.trace.seek import unpack_table
+from engine.sort_kernels import RADIX_FROM, batch_row
+from engine.trace.seek import batch_arrays
 
-__all__ = ["merge_consolidate", "merge_table", "merge_whole"]
+__all__ = ["merge_table", "merge_whole"]
 
-_SMALL_GROUP = 16  # groups up to this size re-sort their times by insertion
+_SMALL_GROUP = 16  # a key's gathered records up to this many are ordered by insertion
 
 
-@njit(cache=True, nogil=True)
-def _compare_rows(
-    codes: np.ndarray, keys: np.ndarray, vals: np.ndarray, a: int, b: int, exact: bool
+@njit(cache=True, nogil=True, inline="always")
+def _key_order(
+    a_codes: np.ndarray,
+    a_keys: np.ndarray,
+    a: int,
+    b_codes: np.ndarray,
+    b_keys: np.ndarray,
+    b: int,
+    exact: bool,
 ) -> int:
-    """-1, 0 or 1 as row ``a`` sorts before, with, or after row ``b``."""
-    if codes[a] != codes[b]:
-        return -1 if codes[a] < codes[b] else 1
+    """-1, 0 or 1 as key ``a`` sorts before, with or after key ``b`` (by code, then, where
+    codes are hashes, by key columns)."""
+    if a_codes[a] != b_codes[b]:
+        return -1 if a_codes[a] < b_codes[b] else 1
     if not exact:
-        for j in range(keys.shape[0]):
-            if keys[j, a] != keys[j, b]:
-                return -1 if keys[j, a] < keys[j, b] else 1
-    for j in range(vals.shape[0]):
-        if vals[j, a] != vals[j, b]:
-            return -1 if vals[j, a] < vals[j, b] else 1
+        for j in range(a_keys.shape[0]):
+            if a_keys[j, a] != b_keys[j, b]:
+                return -1 if a_keys[j, a] < b_keys[j, b] else 1
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record_order(
+    a_vals: np.ndarray,
+    a_times: np.ndarray,
+    a: int,
+    b_vals: np.ndarray,
+    b_times: np.ndarray,
+    b: int,
+) -> int:
+    """-1, 0 or 1 as record ``a`` sorts before, with or after record ``b`` within a key
+    (by value columns, then time)."""
+    for j in range(a_vals.shape[0]):
+        if a_vals[j, a] != b_vals[j, b]:
+            return -1 if a_vals[j, a] < b_vals[j, b] else 1
+    for j in range(a_times.shape[0]):
+        if a_times[j, a] != b_times[j, b]:
+            return -1 if a_times[j, a] < b_times[j, b] else 1
     return 0
 
 
 @njit(cache=True, nogil=True)
-def _compare_records(
-    codes: np.ndarray,
-    keys: np.ndarray,
-    vals: np.ndarray,
-    tk: np.ndarray,
-    a: int,
-    b: int,
-    exact: bool,
-) -> int:
-    """-1, 0 or 1 as record ``a`` sorts before, with, or after record ``b``: by row, then
-    by time key."""
-    c = _compare_rows(codes, keys, vals, a, b, exact)
-    if c != 0 or tk[a] == tk[b]:
-        return c
-    return -1 if tk[a] < tk[b] else 1
+def _times_move(times: np.ndarray, lo: int, hi: int, since: np.ndarray, least: np.ndarray) -> bool:
+    """Whether advancing by the frontier with elements ``since`` may change a time among
+    records ``lo:hi``: unless their least value of each coordinate (into ``least``) is at
+    or beyond one element (then every time is)."""
+    d = times.shape[0]
+    if since.shape[0] == 0 or hi <= lo:
+        return False
+    for c in range(d):
+        least[c] = times[c, lo]
+    for c in range(d):
+        for p in range(lo + 1, hi):
+            least[c] = min(least[c], times[c, p])
+    for f in range(since.shape[0]):
+        at_or_beyond = True
+        for c in range(d):
+            if least[c] < since[f, c]:
+                at_or_beyond = False
+                break
+        if at_or_beyond:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
-def _merge_runs(
-    codes: np.ndarray,
-    keys: np.ndarray,
-    vals: np.ndarray,
-    tk: np.ndarray,
-    bounds: np.ndarray,
-    exact: bool,
+def _pack(cols: np.ndarray, m: int, packed: np.ndarray) -> bool:
+    """Each of the first ``m`` columns of ``cols`` packed into one integer that sorts as the
+    column sorts lexicographically (each row relative to its least value); False when the
+    rows' ranges need more than 63 bits in all."""
+    for p in range(m):
+        packed[p] = 0
+    total = 0
+    for c in range(cols.shape[0]):
+        lo = hi = cols[c, 0]
+        for p in range(1, m):
+            lo = min(lo, cols[c, p])
+            hi = max(hi, cols[c, p])
+        span = hi - lo
+        b = 0
+        if span < 0:  # the range overflows int64
+            b = 64
+        while b < 63 and (span >> b) > 0:
+            b += 1
+        total += b
+        if total > 63:
+            return False
+        for p in range(m):
+            packed[p] = (packed[p] << b) | (cols[c, p] - lo)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _order_packed(
+    packed: np.ndarray, m: int, perm: np.ndarray, buf: np.ndarray, starts: np.ndarray
 ) -> np.ndarray:
-    """The stable order of records by (row, time key), merging the sorted runs
-    ``bounds[i]:bounds[i+1]`` two at a time."""
-    n = codes.shape[0]
-    perm = np.arange(n)
-    buf = np.empty(n, np.int64)
-    starts = bounds.copy()
-    while starts.shape[0] > 2:
-        runs = starts.shape[0] - 1
-        nxt = np.empty((runs + 1) // 2 + 1, np.int64)
+    """The order of ``packed[:m]``: by insertion when few, else by merging its ascending
+    runs (their starts go in ``starts``) two at a time. Returns the array (``perm`` or
+    ``buf``) whose first ``m`` entries hold it."""
+    for i in range(m):
+        perm[i] = i
+    if m <= _SMALL_GROUP:
+        for i in range(1, m):
+            x = perm[i]
+            j = i - 1
+            while j >= 0 and packed[perm[j]] > packed[x]:
+                perm[j + 1] = perm[j]
+                j -= 1
+            perm[j + 1] = x
+        return perm
+    runs = 0
+    for i in range(m):
+        if i == 0 or packed[i - 1] > packed[i]:
+            starts[runs] = i
+            runs += 1
+    starts[runs] = m
+    src, dst = perm, buf
+    while runs > 1:
         w = 0
         for r in range(0, runs, 2):
-            nxt[w] = starts[r]
-            w += 1
             lo, mid = starts[r], starts[r + 1]
             hi = starts[r + 2] if r + 1 < runs else mid
+            starts[w] = lo
+            w += 1
             i, j, k = lo, mid, lo
             while i < mid and j < hi:
-                if _compare_records(codes, keys, vals, tk, perm[j], perm[i], exact) < 0:
-                    buf[k] = perm[j]
+                if packed[src[j]] < packed[src[i]]:
+                    dst[k] = src[j]
                     j += 1
                 else:
-                    buf[k] = perm[i]
+                    dst[k] = src[i]
                     i += 1
                 k += 1
             while i < mid:
-                buf[k] = perm[i]
+                dst[k] = src[i]
                 i += 1
                 k += 1
             while j < hi:
-                buf[k] = perm[j]
+                dst[k] = src[j]
                 j += 1
                 k += 1
-        nxt[w] = starts[runs]
-        perm, buf = buf, perm
-        starts = nxt[: w + 1]
+        starts[w] = m
+        runs = w
+        src, dst = dst, src
+    return src
+
+
+@njit(cache=True, nogil=True)
+def _order_wide(cols: np.ndarray, m: int, perm: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """:func:`_order_packed` for keys whose values do not pack (ranges of more than 63
+    bits in all; rare): the order of the first ``m`` columns of ``cols``
+    lexicographically, by insertion, and each column's rank in ``ranks`` (equal columns
+    share one), which then stands in for its packed value."""
+    none = cols[:0]
+    for i in range(m):
+        perm[i] = i
+    for i in range(1, m):
+        x = perm[i]
+        j = i - 1
+        while j >= 0 and _record_order(cols, none, perm[j], cols, none, x) > 0:
+            perm[j + 1] = perm[j]
+            j -= 1
+        perm[j + 1] = x
+    for i in range(m):
+        ranks[perm[i]] = i
+        if i and _record_order(cols, none, perm[i], cols, none, perm[i - 1]) == 0:
+            ranks[perm[i]] = ranks[perm[i - 1]]
     return perm
 
 
 @njit(cache=True, nogil=True)
-def _time_keys(times: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Each time packed into one int64 that sorts as the time sorts lexicographically, and
-    whether the times fit (63 bits)."""
-    d, n = times.shape
-    tk = np.zeros(n, np.int64)
-    if n == 0:
-        return tk, True
-    lows, bits, total = row_bits(times)
-    if total > 63:
-        return tk, False
-    for i in range(n):
-        v = 0
-        for j in range(d):
-            v = (v << bits[j]) | (times[j, i] - lows[j])
-        tk[i] = v
-    return tk, True
-
-
-@njit(cache=True, nogil=True)
-def _sort_group_times(perm: np.ndarray, tk: np.ndarray, lo: int, hi: int) -> None:
-    """Order ``perm[lo:hi]`` by time key (in place)."""
-    ordered = True
-    for i in range(lo + 1, hi):
-        if tk[perm[i]] < tk[perm[i - 1]]:
-            ordered = False
-            break
-    if ordered:
-        return
-    if hi - lo <= _SMALL_GROUP:
-        for i in range(lo + 1, hi):
-            x = perm[i]
-            j = i - 1
-            while j >= lo and tk[perm[j]] > tk[x]:
-                perm[j + 1] = perm[j]
-                j -= 1
-            perm[j + 1] = x
-        return
-    seg = perm[lo:hi].copy()
-    order = np.argsort(tk[seg])
-    for i in range(hi - lo):
-        perm[lo + i] = seg[order[i]]
-
-
-@njit(cache=True, nogil=True)
-def merge_consolidate(
-    codes: np.ndarray,
-    keys: np.ndarray,
-    vals: np.ndarray,
-    times: np.ndarray,
+def _consolidate(
+    order: np.ndarray,
+    packed: np.ndarray,
+    cols: np.ndarray,
     diffs: np.ndarray,
-    bounds: np.ndarray,
-    exact: bool,
-) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(first, sums, ok) for records concatenated from sorted batches (batch ``i`` at
-    ``bounds[i]:bounds[i+1]``, times already advanced): the index of each surviving record
-    in (code, key, value, time) order and its summed diff, as
-    ``sort_kernels.consolidate_rows_order`` gives them. ``ok`` is False when the times do
-    not pack into 63 bits (then sort instead)."""
-    tk, ok = _time_keys(times)
-    if not ok:
-        z = np.zeros(0, np.int64)
-        return z, z, False
-    perm = _merge_runs(codes, keys, vals, tk, bounds, exact)
-    n = perm.shape[0]
-    first = np.empty(n, np.int64)
-    sums = np.empty(n, np.int64)
-    m = 0
-    lo = 0
-    while lo < n:  # a group of equal rows: its times in order, then equal times summed
-        hi = lo + 1
-        ordered = True
-        while hi < n and _compare_rows(codes, keys, vals, perm[hi], perm[lo], exact) == 0:
-            ordered = ordered and tk[perm[hi - 1]] <= tk[perm[hi]]
-            hi += 1
-        if not ordered:
-            _sort_group_times(perm, tk, lo, hi)
-        g = lo
-        while g < hi:
-            head = perm[g]
-            s = diffs[head]
-            h = g + 1
-            while h < hi and tk[perm[h]] == tk[head]:
-                s += diffs[perm[h]]
-                h += 1
-            if s != 0:
-                first[m] = head
-                sums[m] = s
-                m += 1
-            g = h
-        lo = hi
-    return first[:m], sums[:m], True
+    m: int,
+    o_vals: np.ndarray,
+    o_times: np.ndarray,
+    o_diffs: np.ndarray,
+    w: int,
+) -> int:
+    """The first ``m`` gathered records (value columns then times in ``cols``), in
+    ``order``, written from record ``w`` on with equal ones (equal ``packed``) summed and
+    cancelled ones dropped; returns the new record count."""
+    kv = o_vals.shape[0]
+    i = 0
+    while i < m:
+        head = order[i]
+        s = diffs[head]
+        i += 1
+        while i < m and packed[order[i]] == packed[head]:
+            s += diffs[order[i]]
+            i += 1
+        if s != 0:
+            for c in range(kv):
+                o_vals[c, w] = cols[c, head]
+            for c in range(o_times.shape[0]):
+                o_times[c, w] = cols[kv + c, head]
+            o_diffs[w] = s
+            w += 1
+    return w
 
 
 @njit(cache=True, nogil=True)
@@ -208,35 +250,213 @@ def merge_table(
     kv: int,
     since: np.ndarray,
     exact: bool,
-) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a seek table, unpacked with
-    their times advanced by ``since`` (``seek.unpack_table``), merged and consolidated, in
-    one call: (True, codes, keys, offsets, vals, times, diffs) of the merged batch; or,
-    when the times do not pack into 63 bits, (False, codes, keys, -, vals, times, diffs)
-    of the unpacked records, for a sort."""
-    d = since.shape[1]
-    codes, keys, vals, times, diffs, bounds = unpack_table(table, key_lo, key_hi, kk, kv, d, since)
-    first, sums, ok = merge_consolidate(codes, keys, vals, times, diffs, bounds, exact)
-    if not ok:
-        return False, codes, keys, bounds, vals, times, diffs
-    o_codes, o_keys, offsets, o_vals, o_times = trace_arrays(first, codes, keys, vals, times, exact)
-    return True, o_codes, o_keys, offsets, o_vals, o_times, sums
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a seek table merged into one
+    consolidated batch, times advanced by the frontier whose elements are the rows of
+    ``since`` (no rows: unchanged): (codes, keys, offsets, vals, times, diffs)."""
+    nb, d = table.shape[0], since.shape[1]
+    n = nk = 0
+    moves = np.zeros(nb, np.bool_)
+    least_time = np.empty(d, np.int64)
+    most = 0  # records one key can have, at most: its most in each batch, summed
+    for b in range(nb):
+        offsets, times = batch_arrays(table, b, kk, kv, d)[2:5:2]
+        lo, hi = offsets[key_lo[b]], offsets[key_hi[b]]
+        n += hi - lo
+        nk += key_hi[b] - key_lo[b]
+        moves[b] = _times_move(times, lo, hi, since, least_time)
+        longest = 0
+        for k in range(key_lo[b], key_hi[b]):
+            longest = max(longest, offsets[k + 1] - offsets[k])
+        most += longest
+    o_codes = np.empty(nk, np.int64)
+    o_keys = np.empty((kk, nk), np.int64)
+    o_offsets = np.empty(nk + 1, np.int64)
+    o_vals = np.empty((kv, n), np.int64)
+    o_times = np.empty((d, n), np.int64)
+    o_diffs = np.empty(n, np.int64)
+    pos = key_lo.copy()
+    member = np.empty(nb, np.int64)  # the batches holding the least key
+    # a key's gathered records: value columns then times, diffs, packed, and their order
+    g_cols = np.empty((kv + d, most), np.int64)
+    g_diffs = np.empty(most, np.int64)
+    perm = np.empty(most, np.int64)
+    packed = np.empty(most, np.int64)
+    buf = np.empty(most, np.int64)
+    starts = np.empty(most + 1, np.int64)
+    next_code = np.zeros(nb, np.int64)  # each batch's next key's code
+    for b in range(nb):
+        if pos[b] < key_hi[b]:
+            next_code[b] = batch_arrays(table, b, kk, kv, d)[0][pos[b]]
+    u = w = 0  # keys and records written
+    while True:
+        least = -1
+        r = 0
+        moved = False
+        for b in range(nb):  # codes first: keys are compared only where codes tie
+            if pos[b] >= key_hi[b] or (least >= 0 and next_code[b] > next_code[least]):
+                continue
+            if least >= 0 and next_code[b] == next_code[least]:
+                if not exact:
+                    codes, keys = batch_arrays(table, b, kk, kv, d)[:2]
+                    l_codes, l_keys = batch_arrays(table, least, kk, kv, d)[:2]
+                    order = _key_order(codes, keys, pos[b], l_codes, l_keys, pos[least], exact)
+                else:
+                    order = 0
+                if order > 0:
+                    continue
+                if order == 0:
+                    member[r] = b
+                    r += 1
+                    moved = moved or moves[b]
+                    continue
+            least = b
+            member[0] = b
+            r = 1
+            moved = moves[b]
+        if least < 0:
+            break
+        codes, keys = batch_arrays(table, least, kk, kv, d)[:2]
+        o_codes[u] = codes[pos[least]]
+        for j in range(kk):
+            o_keys[j, u] = keys[j, pos[least]]
+        o_offsets[u] = w
+        start = w
+        if r == 1 and not moved:  # one sorted, consolidated run: as it lies
+            _, _, offsets, vals, times, diffs = batch_arrays(table, member[0], kk, kv, d)
+            for p in range(offsets[pos[member[0]]], offsets[pos[member[0]] + 1]):
+                for c in range(kv):
+                    o_vals[c, w] = vals[c, p]
+                for c in range(d):
+                    o_times[c, w] = times[c, p]
+                o_diffs[w] = diffs[p]
+                w += 1
+        elif r == 2 and not moved:  # two sorted runs: merged, equal records summed
+            _, _, a_offsets, a_vals, a_times, a_diffs = batch_arrays(table, member[0], kk, kv, d)
+            _, _, b_offsets, b_vals, b_times, b_diffs = batch_arrays(table, member[1], kk, kv, d)
+            i, i_end = a_offsets[pos[member[0]]], a_offsets[pos[member[0]] + 1]
+            j, j_end = b_offsets[pos[member[1]]], b_offsets[pos[member[1]] + 1]
+            while i < i_end or j < j_end:
+                if j == j_end:
+                    order = -1
+                elif i == i_end:
+                    order = 1
+                else:
+                    order = _record_order(a_vals, a_times, i, b_vals, b_times, j)
+                if order <= 0:
+                    for c in range(kv):
+                        o_vals[c, w] = a_vals[c, i]
+                    for c in range(d):
+                        o_times[c, w] = a_times[c, i]
+                    o_diffs[w] = a_diffs[i] + (b_diffs[j] if order == 0 else 0)
+                    i += 1
+                    j += 1 if order == 0 else 0
+                else:
+                    for c in range(kv):
+                        o_vals[c, w] = b_vals[c, j]
+                    for c in range(d):
+                        o_times[c, w] = b_times[c, j]
+                    o_diffs[w] = b_diffs[j]
+                    j += 1
+                if o_diffs[w] != 0:
+                    w += 1
+        else:  # more runs, or times that move: gather, order, consolidate
+            m = 0
+            for i in range(r):
+                b = member[i]
+                _, _, offsets, vals, times, diffs = batch_arrays(table, b, kk, kv, d)
+                for p in range(offsets[pos[b]], offsets[pos[b] + 1]):
+                    for c in range(kv):
+                        g_cols[c, m] = vals[c, p]
+                    for c in range(d):
+                        t = times[c, p]
+                        if moves[b]:  # the meet of its joins with the frontier's elements
+                            x = max(t, since[0, c])
+                            for f in range(1, since.shape[0]):
+                                x = min(x, max(t, since[f, c]))
+                            t = x
+                        g_cols[kv + c, m] = t
+                    g_diffs[m] = diffs[p]
+                    m += 1
+            if m <= _SMALL_GROUP:  # by insertion, comparing in place (no calls per key)
+                width = kv + d
+                for i in range(m):
+                    perm[i] = i
+                for i in range(1, m):
+                    x = perm[i]
+                    j = i - 1
+                    while j >= 0:
+                        after = False
+                        for c in range(width):
+                            if g_cols[c, perm[j]] != g_cols[c, x]:
+                                after = g_cols[c, perm[j]] > g_cols[c, x]
+                                break
+                        if not after:
+                            break
+                        perm[j + 1] = perm[j]
+                        j -= 1
+                    perm[j + 1] = x
+                i = 0
+                while i < m:
+                    head = perm[i]
+                    s = g_diffs[head]
+                    i += 1
+                    while i < m:
+                        same = True
+                        for c in range(width):
+                            if g_cols[c, perm[i]] != g_cols[c, head]:
+                                same = False
+                                break
+                        if not same:
+                            break
+                        s += g_diffs[perm[i]]
+                        i += 1
+                    if s != 0:
+                        for c in range(kv):
+                            o_vals[c, w] = g_cols[c, head]
+                        for c in range(d):
+                            o_times[c, w] = g_cols[kv + c, head]
+                        o_diffs[w] = s
+                        w += 1
+            else:
+                if _pack(g_cols, m, packed):
+                    order_ = _order_packed(packed, m, perm, buf, starts)
+                else:
+                    order_ = _order_wide(g_cols, m, perm, packed)
+                w = _consolidate(order_, packed, g_cols, g_diffs, m, o_vals, o_times, o_diffs, w)
+        for i in range(r):
+            b = member[i]
+            pos[b] += 1
+            if pos[b] < key_hi[b]:
+                next_code[b] = batch_arrays(table, b, kk, kv, d)[0][pos[b]]
+        if w > start:
+            u += 1
+    o_offsets[u] = w
+    if u == nk and w == n:
+        return o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs
+    return (
+        o_codes[:u].copy(),
+        o_keys[:, :u].copy(),
+        o_offsets[: u + 1].copy(),
+        o_vals[:, :w].copy(),
+        o_times[:, :w].copy(),
+        o_diffs[:w].copy(),
+    )
 
 
 @njit(cache=True, nogil=True)
 def merge_whole(
     table: np.ndarray, kk: int, kv: int, since: np.ndarray, exact: bool
-) -> tuple[
-    bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
-]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`merge_table` of every key of every batch of ``table`` (each row's key count is
     in the row), and the merged batch's own seek row (``sort_kernels.batch_row``; empty when
     the batch needs a radix index)."""
     key_lo = np.zeros(table.shape[0], np.int64)
     key_hi = table[:, 6].copy()
-    ok, codes, keys, offsets, vals, times, diffs = merge_table(
+    codes, keys, offsets, vals, times, diffs = merge_table(
         table, key_lo, key_hi, kk, kv, since, exact
     )
-    own = ok and codes.shape[0] < RADIX_FROM  # else TraceBatch.addresses builds the row
-    row = batch_row(codes, keys, offsets, vals, times, diffs) if own else np.zeros(0, np.int64)
-    return ok, codes, keys, offsets, vals, times, diffs, row
+    if codes.shape[0] >= RADIX_FROM:  # TraceBatch.addresses builds the row, with its index
+        return codes, keys, offsets, vals, times, diffs, np.zeros(0, np.int64)
+    row = batch_row(codes, keys, offsets, vals, times, diffs)
+    return codes, keys, offsets, vals, times, diffs, row

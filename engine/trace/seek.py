@@ -27,6 +27,7 @@ from engine.sort_kernels import RADIX_FROM, ROW_WIDTH, batch_row
 __all__ = [
     "RADIX_FROM",
     "ROW_WIDTH",
+    "batch_arrays",
     "batch_records",
     "gather_spine",
     "join_spine",
@@ -34,7 +35,6 @@ __all__ = [
     "radix_index",
     "record_ranges",
     "table_row",
-    "unpack_table",
 ]
 
 
@@ -340,6 +340,23 @@ def record_ranges(
 
 
 @njit(cache=True, nogil=True)
+def batch_arrays(
+    table: np.ndarray, b: int, kk: int, kv: int, d: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The codes, keys, offsets, vals, times and diffs of batch ``b`` of a seek table, in
+    place (``kk`` key columns, ``kv`` value columns, ``d`` time coordinates)."""
+    nk, nr = table[b, 6], table[b, 7]
+    return (
+        carray(_int64_at(table[b, 0]), (nk,)),
+        carray(_int64_at(table[b, 1]), (kk, nk)),
+        carray(_int64_at(table[b, 2]), (nk + 1,)),
+        carray(_int64_at(table[b, 3]), (kv, nr)),
+        carray(_int64_at(table[b, 4]), (d, nr)),
+        carray(_int64_at(table[b, 5]), (nr,)),
+    )
+
+
+@njit(cache=True, nogil=True)
 def batch_records(table: np.ndarray, b: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     """The times ``(d, records)`` and diffs of batch ``b`` of a seek table, in place."""
     nr = table[b, 7]
@@ -454,62 +471,3 @@ def join_spine(
                     out_d[p] = diffs[x] * o_diffs[y]
                     p += 1
     return data, out_t, out_d
-
-
-@njit(cache=True, nogil=True)
-def unpack_table(
-    table: np.ndarray,
-    key_lo: np.ndarray,
-    key_hi: np.ndarray,
-    kk: int,
-    kv: int,
-    d: int,
-    since: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The records of keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a
-    :func:`gather_spine` table, one row per record: (codes, keys, vals, times, diffs,
-    bounds), batch ``b`` at ``bounds[b]:bounds[b+1]``. Times are advanced by the frontier
-    whose elements are the rows of ``since`` (``lattice.advance_by``; no rows: unchanged)."""
-    nb = table.shape[0]
-    bounds = np.zeros(nb + 1, np.int64)
-    for b in range(nb):
-        offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
-        bounds[b + 1] = bounds[b] + offsets[key_hi[b]] - offsets[key_lo[b]]
-    n = bounds[nb]
-    codes = np.empty(n, np.int64)
-    keys = np.empty((kk, n), np.int64)
-    vals = np.empty((kv, n), np.int64)
-    times = np.empty((d, n), np.int64)
-    diffs = np.empty(n, np.int64)
-    for b in range(nb):  # column by column: only codes and keys repeat per record
-        nk, nr = table[b, 6], table[b, 7]
-        b_codes = carray(_int64_at(table[b, 0]), (nk,))
-        b_keys = carray(_int64_at(table[b, 1]), (kk, nk))
-        offsets = carray(_int64_at(table[b, 2]), (nk + 1,))
-        b_vals = carray(_int64_at(table[b, 3]), (kv, nr))
-        b_times = carray(_int64_at(table[b, 4]), (d, nr))
-        b_diffs = carray(_int64_at(table[b, 5]), (nr,))
-        lo, hi = offsets[key_lo[b]], offsets[key_hi[b]]
-        at = bounds[b]
-        for c in range(kv):
-            vals[c, at : bounds[b + 1]] = b_vals[c, lo:hi]
-        for c in range(d):
-            times[c, at : bounds[b + 1]] = b_times[c, lo:hi]
-        diffs[at : bounds[b + 1]] = b_diffs[lo:hi]
-        shift = at - lo
-        for j in range(key_lo[b], key_hi[b]):
-            first, end = offsets[j] + shift, offsets[j + 1] + shift  # where its records go
-            for p in range(first, end):
-                codes[p] = b_codes[j]
-            for c in range(kk):
-                for p in range(first, end):
-                    keys[c, p] = b_keys[c, j]
-    if since.shape[0]:  # advance every time by the frontier
-        for c in range(d):
-            for p in range(n):
-                t = times[c, p]
-                best = max(t, since[0, c])
-                for f in range(1, since.shape[0]):
-                    best = min(best, max(t, since[f, c]))
-                times[c, p] = best
-    return codes, keys, vals, times, diffs, bounds
