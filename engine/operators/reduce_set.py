@@ -19,7 +19,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.lattice import frontier_reaches
 from engine.operators.reduce_line import pinned_round
 from engine.operators.reduce_set_line import line_set_differences
 from engine.sort_kernels import column_less, lex_argsort
@@ -28,15 +27,10 @@ __all__ = ["set_step"]
 
 _INSERTION = 16  # a key's pending times up to this many are sorted by insertion
 
-# The helpers called once per record below are inlined into their callers (numba IR): as
-# calls, with their arrays' reference counting, they doubled the time of set_step's walks.
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _copy_column(dst: np.ndarray, at: int, src: np.ndarray, i: int) -> None:
-    """Column ``i`` of ``src`` into column ``at`` of ``dst``."""
-    for c in range(src.shape[0]):
-        dst[c, at] = src[c, i]
+# The walks below copy columns and test the frontier in place, not through helpers: a
+# compiled helper that takes reference-counted arrays, inlined into the numba IR or not,
+# pays atomic reference counts per call, and per record that doubled set_step's time.
+# ``_key_cmp`` runs once per key.
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -139,41 +133,66 @@ def set_step(
     k_keys = np.empty((kk, nd + n_pend), np.int64)
     nn = nw = nkeys = 0
     j = i = 0
+    ne = felems.shape[0]
     while j < nd or i < n_pend:
-        if j < nd and i < n_pend:
+        order = -1 if j < nd else 1
+        if j < nd and i < n_pend:  # the delta's key j against pending key i
             order = _key_cmp(d_codes, d_keys, j, p_codes, p_keys, i, exact)
-        else:
-            order = -1 if j < nd else 1
         start = nn
         if order <= 0:  # the delta's key j
             k_codes[nkeys] = d_codes[j]
-            _copy_column(k_keys, nkeys, d_keys, j)
+            for c in range(kk):
+                k_keys[c, nkeys] = d_keys[c, j]
             for rec in range(d_offsets[j], d_offsets[j + 1]):
-                if frontier_reaches(felems, d_times, rec):
+                waits = False  # frontier_reaches, in place
+                for e in range(ne):
+                    le = True
+                    for c in range(d):
+                        le = le and felems[e, c] <= d_times[c, rec]
+                    waits = waits or le
+                if waits:
                     w_codes[nw] = d_codes[j]
-                    _copy_column(w_keys, nw, d_keys, j)
-                    _copy_column(w_times, nw, d_times, rec)
+                    for c in range(kk):
+                        w_keys[c, nw] = d_keys[c, j]
+                    for c in range(d):
+                        w_times[c, nw] = d_times[c, rec]
                     nw += 1
                 else:
                     owner[nn] = nkeys
-                    _copy_column(n_times, nn, d_times, rec)
+                    for c in range(d):
+                        n_times[c, nn] = d_times[c, rec]
                     nn += 1
             j += 1
         if order >= 0:  # the pending triples of key i
             k_codes[nkeys] = p_codes[i]
-            _copy_column(k_keys, nkeys, p_keys, i)
+            for c in range(kk):
+                k_keys[c, nkeys] = p_keys[c, i]
             first = i
-            while i < n_pend and (
-                i == first or _key_cmp(p_codes, p_keys, i, p_codes, p_keys, first, exact) == 0
-            ):
-                if frontier_reaches(felems, p_times, i):
+            while i < n_pend:
+                if i > first:  # the same key still? (codes, then key columns)
+                    same = p_codes[i] == p_codes[first]
+                    if same and not exact:
+                        for c in range(kk):
+                            same = same and p_keys[c, i] == p_keys[c, first]
+                    if not same:
+                        break
+                waits = False
+                for e in range(ne):
+                    le = True
+                    for c in range(d):
+                        le = le and felems[e, c] <= p_times[c, i]
+                    waits = waits or le
+                if waits:
                     w_codes[nw] = p_codes[i]
-                    _copy_column(w_keys, nw, p_keys, i)
-                    _copy_column(w_times, nw, p_times, i)
+                    for c in range(kk):
+                        w_keys[c, nw] = p_keys[c, i]
+                    for c in range(d):
+                        w_times[c, nw] = p_times[c, i]
                     nw += 1
                 else:
                     owner[nn] = nkeys
-                    _copy_column(n_times, nn, p_times, i)
+                    for c in range(d):
+                        n_times[c, nn] = p_times[c, i]
                     nn += 1
                 i += 1
         if nn > start:  # the key has new times: keep it
@@ -228,34 +247,44 @@ def set_step(
     np_ = 0
     a = b = 0
     while a < nw or b < ng:
+        order = -1 if a < nw else 1
         if a < nw and b < ng:
             order = _key_cmp(w_codes, w_keys, a, k_codes, k_keys, g_owner[b], exact)
-        else:
-            order = -1 if a < nw else 1
         m = 0
         if order <= 0:
             new_codes[np_] = w_codes[a]
-            _copy_column(new_keys, np_, w_keys, a)
+            for c in range(kk):
+                new_keys[c, np_] = w_keys[c, a]
             first = a
-            while a < nw and (
-                a == first or _key_cmp(w_codes, w_keys, a, w_codes, w_keys, first, exact) == 0
-            ):
-                _copy_column(group, m, w_times, a)
+            while a < nw:
+                if a > first:  # the same key still? (codes, then key columns)
+                    same = w_codes[a] == w_codes[first]
+                    if same and not exact:
+                        for c in range(kk):
+                            same = same and w_keys[c, a] == w_keys[c, first]
+                    if not same:
+                        break
+                for c in range(d):
+                    group[c, m] = w_times[c, a]
                 m += 1
                 a += 1
         if order >= 0:
             g = g_owner[b]
             new_codes[np_] = k_codes[g]
-            _copy_column(new_keys, np_, k_keys, g)
+            for c in range(kk):
+                new_keys[c, np_] = k_keys[c, g]
             while b < ng and g_owner[b] == g:
-                _copy_column(group, m, g_times, b)
+                for c in range(d):
+                    group[c, m] = g_times[c, b]
                 m += 1
                 b += 1
         m = _sort_times(group, m)
         for t in range(m):  # the key was written at np_: repeat it for each time
             new_codes[np_ + t] = new_codes[np_]
-            _copy_column(new_keys, np_ + t, new_keys, np_)
-            _copy_column(new_times, np_ + t, group, t)
+            for c in range(kk):
+                new_keys[c, np_ + t] = new_keys[c, np_]
+            for c in range(d):
+                new_times[c, np_ + t] = group[c, t]
         np_ += m
     return (
         True,

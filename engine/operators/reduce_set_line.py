@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.operators.reduce_line import point_complete
 from engine.trace.seek import batch_records, prefetch_records, record_ranges
 
 __all__ = ["line_set_differences"]
@@ -24,9 +23,20 @@ _INSERTION = 24  # a key's records up to this many are sorted by insertion
 _AHEAD = 4  # keys ahead whose records are asked for
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _sort_by_time(t0: np.ndarray, din: np.ndarray, dout: np.ndarray, m: int) -> None:
-    """Sort the first ``m`` entries of the three arrays by ``t0``, in place."""
+@njit(cache=True, nogil=True)
+def _sort_by_time(
+    t0: np.ndarray,
+    din: np.ndarray,
+    dout: np.ndarray,
+    m: int,
+    b0: np.ndarray,
+    b1: np.ndarray,
+    b2: np.ndarray,
+    starts: np.ndarray,
+) -> None:
+    """Sort the first ``m`` entries of the three arrays by ``t0``, in place: by insertion
+    when few, else by merging their ascending runs two at a time (each batch's records of
+    a key come sorted, so runs are few) through the buffers ``b0, b1, b2`` and ``starts``."""
     if m <= _INSERTION:
         for i in range(1, m):
             a, b, c = t0[i], din[i], dout[i]
@@ -36,10 +46,36 @@ def _sort_by_time(t0: np.ndarray, din: np.ndarray, dout: np.ndarray, m: int) -> 
                 j -= 1
             t0[j], din[j], dout[j] = a, b, c
         return
-    order = np.argsort(t0[:m])
-    t, x, y = t0[:m].copy(), din[:m].copy(), dout[:m].copy()
+    runs = 0
     for i in range(m):
-        t0[i], din[i], dout[i] = t[order[i]], x[order[i]], y[order[i]]
+        if i == 0 or t0[i - 1] > t0[i]:
+            starts[runs] = i
+            runs += 1
+    starts[runs] = m
+    s0, s1, s2, d0, d1, d2 = t0, din, dout, b0, b1, b2
+    in_buffers = False
+    while runs > 1:
+        w = 0
+        for r in range(0, runs, 2):
+            lo, mid = starts[r], starts[r + 1]
+            hi = starts[r + 2] if r + 1 < runs else mid
+            starts[w] = lo
+            w += 1
+            i, j, k = lo, mid, lo
+            while i < mid or j < hi:
+                if j >= hi or (i < mid and s0[i] <= s0[j]):
+                    d0[k], d1[k], d2[k] = s0[i], s1[i], s2[i]
+                    i += 1
+                else:
+                    d0[k], d1[k], d2[k] = s0[j], s1[j], s2[j]
+                    j += 1
+                k += 1
+        starts[w] = m
+        runs = w
+        s0, s1, s2, d0, d1, d2 = d0, d1, d2, s0, s1, s2
+        in_buffers = not in_buffers
+    if in_buffers:  # the last pass wrote the buffers
+        t0[:m], din[:m], dout[:m] = s0[:m], s1[:m], s2[:m]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -113,6 +149,8 @@ def line_set_differences(
     t0 = np.empty(most, np.int64)
     din = np.empty(most, np.int64)
     dout = np.empty(most, np.int64)
+    b0, b1, b2 = np.empty(most, np.int64), np.empty(most, np.int64), np.empty(most, np.int64)
+    starts = np.empty(most + 1, np.int64)
     v = np.empty(most, np.int64)
     acc_in = np.empty(most, np.int64)
     acc_out = np.empty(most, np.int64)
@@ -122,6 +160,11 @@ def line_set_differences(
     q1 = np.zeros(ne, np.int64)
     for e in range(ne):
         q1[e] = max(r, felems[e, 1]) if d == 2 else 0
+    # a point (p, r) is complete (reduce_line.point_complete) iff p is below this
+    complete_below = _INF
+    for e in range(ne):
+        if d == 1 or felems[e, 1] <= r:
+            complete_below = min(complete_below, felems[e, 0])
     best = np.empty(ne, np.int64)
     total = count.sum()
     r_owner = np.empty(total, np.int64)
@@ -174,7 +217,7 @@ def line_set_differences(
         for i in range(n_lo[k], n_lo[k + 1]):
             t0[m], din[m], dout[m] = n_times[0, i], 0, 0
             m += 1
-        _sort_by_time(t0, din, dout, m)
+        _sort_by_time(t0, din, dout, m, b0, b1, b2, starts)
         # the distinct first coordinates and the accumulations there
         s_in, s_out = base_in, base_out
         L = p = 0
@@ -190,13 +233,13 @@ def line_set_differences(
         # the differences: each complete point's error, less its complete successor's
         # share (the Möbius inversion on a line)
         for j in range(L):
-            if not point_complete(felems, v[j], r, d):
+            if v[j] >= complete_below:
                 continue
             err = (1 if acc_in[j] >= at_least else 0) - acc_out[j]
             if err == 0:
                 continue
             diff[j] += err
-            if j + 1 < L and point_complete(felems, v[j + 1], r, d):
+            if j + 1 < L and v[j + 1] < complete_below:
                 diff[j + 1] -= err
         for j in range(L):
             if diff[j] != 0:
