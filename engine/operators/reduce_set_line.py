@@ -78,20 +78,6 @@ def _sort_by_time(
         t0[:m], din[:m], dout[:m] = s0[:m], s1[:m], s2[:m]
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _add_pending(p0: np.ndarray, p1: np.ndarray, m: int, a: int, b: int) -> int:
-    """Insert ``(a, b)`` into the sorted distinct pairs ``p0, p1[:m]``; returns the count."""
-    j = m
-    while j > 0 and (p0[j - 1] > a or (p0[j - 1] == a and p1[j - 1] > b)):
-        j -= 1
-    if j > 0 and p0[j - 1] == a and p1[j - 1] == b:
-        return m
-    for i in range(m, j, -1):
-        p0[i], p1[i] = p0[i - 1], p1[i - 1]
-    p0[j], p1[j] = a, b
-    return m + 1
-
-
 @njit(cache=True, nogil=True)
 def _most_records(
     n_lo: np.ndarray,
@@ -251,11 +237,28 @@ def line_set_differences(
         for e in range(ne):
             if d == 2 and best[e] == _INF:
                 continue
+            q1_ = best[e] if d == 2 else 0
             for i in range(n_lo[k], n_lo[k + 1]):
                 q0 = max(n_times[0, i], felems[e, 0])
-                pos = np.searchsorted(v[:L], q0)
-                if pos < L:
-                    np_ = _add_pending(pend0, pend1, np_, v[pos], best[e] if d == 2 else 0)
+                lo, hi = 0, L  # the first distinct coordinate >= q0 (searched in place)
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if v[mid] < q0:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo == L:
+                    continue
+                a = v[lo]  # into the sorted distinct pending pairs, in place
+                j = np_
+                while j > 0 and (pend0[j - 1] > a or (pend0[j - 1] == a and pend1[j - 1] > q1_)):
+                    j -= 1
+                if j > 0 and pend0[j - 1] == a and pend1[j - 1] == q1_:
+                    continue
+                for x in range(np_, j, -1):
+                    pend0[x], pend1[x] = pend0[x - 1], pend1[x - 1]
+                pend0[j], pend1[j] = a, q1_
+                np_ += 1
         for i in range(np_):
             g_owner[ng] = k
             g_times[0, ng] = pend0[i]
