@@ -30,7 +30,7 @@ _INSERTION = 16  # a key's pending times up to this many are sorted by insertion
 # The walks below copy columns and test the frontier in place, not through helpers: a
 # compiled helper that takes reference-counted arrays, inlined into the numba IR or not,
 # pays atomic reference counts per call, and per record that doubled set_step's time.
-# ``_key_cmp`` runs once per key.
+# ``_key_cmp`` runs only where two keys' codes tie.
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -137,7 +137,10 @@ def set_step(
     while j < nd or i < n_pend:
         order = -1 if j < nd else 1
         if j < nd and i < n_pend:  # the delta's key j against pending key i
-            order = _key_cmp(d_codes, d_keys, j, p_codes, p_keys, i, exact)
+            if d_codes[j] != p_codes[i]:  # codes decide, without a call, unless they tie
+                order = -1 if d_codes[j] < p_codes[i] else 1
+            else:
+                order = _key_cmp(d_codes, d_keys, j, p_codes, p_keys, i, exact)
         start = nn
         if order <= 0:  # the delta's key j
             k_codes[nkeys] = d_codes[j]
@@ -249,7 +252,11 @@ def set_step(
     while a < nw or b < ng:
         order = -1 if a < nw else 1
         if a < nw and b < ng:
-            order = _key_cmp(w_codes, w_keys, a, k_codes, k_keys, g_owner[b], exact)
+            g = g_owner[b]
+            if w_codes[a] != k_codes[g]:  # codes decide, without a call, unless they tie
+                order = -1 if w_codes[a] < k_codes[g] else 1
+            else:
+                order = _key_cmp(w_codes, w_keys, a, k_codes, k_keys, g, exact)
         m = 0
         if order <= 0:
             new_codes[np_] = w_codes[a]
