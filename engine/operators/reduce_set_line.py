@@ -3,11 +3,11 @@
 The same results as ``reduce_line.line_grid`` followed by ``reduce_scalar.scalar_differences``
 (which the general driver uses), computed in the order the work falls: each key's records
 are read where they lie in every batch of both spines (no gathered copy, grouped again by
-owner); those at or below the key's least new time only add to two sums; the rest are
-sorted once by their first coordinate, and one sweep over them gives the distinct first
-coordinates, the input and output accumulations at each, the differences and the pending
-times. The general pieces sort the gathered records by owner for the grid, and again for
-each accumulation."""
+owner); those at or below the key's least new time only add to two sums; the rest of each
+batch's run, already sorted by first coordinate, is merged with the others and with the
+key's new times, and that one sweep gives the distinct first coordinates, the input and
+output accumulations at each, the differences and the pending times. The general pieces
+sort the gathered records by owner for the grid, and again for each accumulation."""
 
 from __future__ import annotations
 
@@ -19,63 +19,7 @@ from engine.trace.seek import batch_records, prefetch_records, record_ranges
 __all__ = ["line_set_differences"]
 
 _INF = np.iinfo(np.int64).max
-_INSERTION = 24  # a key's records up to this many are sorted by insertion
 _AHEAD = 4  # keys ahead whose records are asked for
-
-
-@njit(cache=True, nogil=True)
-def _sort_by_time(
-    t0: np.ndarray,
-    din: np.ndarray,
-    dout: np.ndarray,
-    m: int,
-    b0: np.ndarray,
-    b1: np.ndarray,
-    b2: np.ndarray,
-    starts: np.ndarray,
-) -> None:
-    """Sort the first ``m`` entries of the three arrays by ``t0``, in place: by insertion
-    when few, else by merging their ascending runs two at a time (each batch's records of
-    a key come sorted, so runs are few) through the buffers ``b0, b1, b2`` and ``starts``."""
-    if m <= _INSERTION:
-        for i in range(1, m):
-            a, b, c = t0[i], din[i], dout[i]
-            j = i
-            while j > 0 and t0[j - 1] > a:
-                t0[j], din[j], dout[j] = t0[j - 1], din[j - 1], dout[j - 1]
-                j -= 1
-            t0[j], din[j], dout[j] = a, b, c
-        return
-    runs = 0
-    for i in range(m):
-        if i == 0 or t0[i - 1] > t0[i]:
-            starts[runs] = i
-            runs += 1
-    starts[runs] = m
-    s0, s1, s2, d0, d1, d2 = t0, din, dout, b0, b1, b2
-    in_buffers = False
-    while runs > 1:
-        w = 0
-        for r in range(0, runs, 2):
-            lo, mid = starts[r], starts[r + 1]
-            hi = starts[r + 2] if r + 1 < runs else mid
-            starts[w] = lo
-            w += 1
-            i, j, k = lo, mid, lo
-            while i < mid or j < hi:
-                if j >= hi or (i < mid and s0[i] <= s0[j]):
-                    d0[k], d1[k], d2[k] = s0[i], s1[i], s2[i]
-                    i += 1
-                else:
-                    d0[k], d1[k], d2[k] = s0[j], s1[j], s2[j]
-                    j += 1
-                k += 1
-        starts[w] = m
-        runs = w
-        s0, s1, s2, d0, d1, d2 = d0, d1, d2, s0, s1, s2
-        in_buffers = not in_buffers
-    if in_buffers:  # the last pass wrote the buffers
-        t0[:m], din[:m], dout[:m] = s0[:m], s1[:m], s2[:m]
 
 
 @njit(cache=True, nogil=True)
@@ -130,13 +74,15 @@ def line_set_differences(
         n_lo[k + 1] += n_lo[k]
     count = _most_records(n_lo, i_lo, i_hi, o_lo, o_hi)
     most = count.max() if nkeys else 0
-    # scratch for one key: first coordinates with their input and output contributions,
-    # then the distinct first coordinates with the accumulations there
-    t0 = np.empty(most, np.int64)
-    din = np.empty(most, np.int64)
-    dout = np.empty(most, np.int64)
-    b0, b1, b2 = np.empty(most, np.int64), np.empty(most, np.int64), np.empty(most, np.int64)
-    starts = np.empty(most + 1, np.int64)
+    # scratch for one key: its runs (a run per batch holding it, and its new times), then
+    # the distinct first coordinates with the accumulations there
+    nruns = i_lo.shape[0] + o_lo.shape[0] + 1
+    run_side = np.empty(nruns, np.int64)  # 0 input, 1 output, 2 new times
+    run_batch = np.empty(nruns, np.int64)
+    run_at = np.empty(nruns, np.int64)
+    run_end = np.empty(nruns, np.int64)
+    head = np.empty(nruns, np.int64)  # each run's next first coordinate
+    new_t0 = np.empty(most, np.int64)
     v = np.empty(most, np.int64)
     acc_in = np.empty(most, np.int64)
     acc_out = np.empty(most, np.int64)
@@ -173,9 +119,10 @@ def line_set_differences(
             least = min(least, n_times[0, i])
         for e in range(ne):
             best[e] = r if (d == 2 and r >= q1[e]) else _INF
-        # the key's records: those at or below its least new time only add to the sums
+        # the key's records: those at or below its least new time only add to the sums;
+        # the rest of each batch's run (sorted by first coordinate) is merged below
         base_in = base_out = 0
-        m = 0
+        runs = 0
         for side in range(2):
             table = in_table if side == 0 else out_table
             lo = i_lo if side == 0 else o_lo
@@ -184,35 +131,68 @@ def line_set_differences(
                 if lo[b, k] < 0:
                     continue
                 times, diffs = batch_records(table, b, d)
+                above = hi[b, k]
                 for rec in range(lo[b, k], hi[b, k]):
                     t1 = times[1, rec] if d == 2 else 0
                     for e in range(ne):
                         if t1 >= q1[e] and t1 < best[e]:
                             best[e] = t1
-                    x = diffs[rec] if t1 <= r else 0
-                    if times[0, rec] <= least:
+                    if times[0, rec] > least:
+                        above = min(above, rec)
+                    elif t1 <= r:
                         if side == 0:
-                            base_in += x
+                            base_in += diffs[rec]
                         else:
-                            base_out += x
-                        continue
-                    t0[m] = times[0, rec]
-                    din[m] = x if side == 0 else 0
-                    dout[m] = x if side == 1 else 0
-                    m += 1
+                            base_out += diffs[rec]
+                if above < hi[b, k]:
+                    run_side[runs], run_batch[runs] = side, b
+                    run_at[runs], run_end[runs] = above, hi[b, k]
+                    head[runs] = times[0, above]
+                    runs += 1
+        # the key's new times, sorted (few), as one more run without contributions
+        nt = 0
         for i in range(n_lo[k], n_lo[k + 1]):
-            t0[m], din[m], dout[m] = n_times[0, i], 0, 0
-            m += 1
-        _sort_by_time(t0, din, dout, m, b0, b1, b2, starts)
-        # the distinct first coordinates and the accumulations there
+            x = n_times[0, i]
+            j = nt
+            while j > 0 and new_t0[j - 1] > x:
+                new_t0[j] = new_t0[j - 1]
+                j -= 1
+            new_t0[j] = x
+            nt += 1
+        run_side[runs], run_at[runs], run_end[runs], head[runs] = 2, 0, nt, new_t0[0]
+        runs += 1
+        # merge the runs: the distinct first coordinates and the accumulations there
         s_in, s_out = base_in, base_out
-        L = p = 0
-        while p < m:
-            t = t0[p]
-            while p < m and t0[p] == t:
-                s_in += din[p]
-                s_out += dout[p]
-                p += 1
+        L = 0
+        while True:
+            t = _INF
+            for q in range(runs):
+                if run_at[q] < run_end[q] and head[q] < t:
+                    t = head[q]
+            if t == _INF:
+                break
+            for q in range(runs):
+                if run_at[q] >= run_end[q] or head[q] != t:
+                    continue
+                if run_side[q] == 2:
+                    while run_at[q] < run_end[q] and new_t0[run_at[q]] == t:
+                        run_at[q] += 1
+                    if run_at[q] < run_end[q]:
+                        head[q] = new_t0[run_at[q]]
+                    continue
+                table = in_table if run_side[q] == 0 else out_table
+                times, diffs = batch_records(table, run_batch[q], d)
+                rec = run_at[q]
+                while rec < run_end[q] and times[0, rec] == t:
+                    if d == 1 or times[1, rec] <= r:
+                        if run_side[q] == 0:
+                            s_in += diffs[rec]
+                        else:
+                            s_out += diffs[rec]
+                    rec += 1
+                run_at[q] = rec
+                if rec < run_end[q]:
+                    head[q] = times[0, rec]
             v[L], acc_in[L], acc_out[L] = t, s_in, s_out
             diff[L] = 0
             L += 1
