@@ -220,16 +220,16 @@ def line_set_differences(
             q1_ = best[e] if d == 2 else 0
             for i in range(n_lo[k], n_lo[k + 1]):
                 q0 = max(n_times[0, i], felems[e, 0])
-                lo, hi = 0, L  # the first distinct coordinate >= q0 (searched in place)
-                while lo < hi:
-                    mid = (lo + hi) >> 1
+                at, upto = 0, L  # the first distinct coordinate >= q0 (searched in place)
+                while at < upto:
+                    mid = (at + upto) >> 1
                     if v[mid] < q0:
-                        lo = mid + 1
+                        at = mid + 1
                     else:
-                        hi = mid
-                if lo == L:
+                        upto = mid
+                if at == L:
                     continue
-                a = v[lo]  # into the sorted distinct pending pairs, in place
+                a = v[at]  # into the sorted distinct pending pairs, in place
                 j = np_
                 while j > 0 and (pend0[j - 1] > a or (pend0[j - 1] == a and pend1[j - 1] > q1_)):
                     j -= 1
