@@ -33,6 +33,7 @@ __all__ = [
     "consolidate_rows_order",
     "feedback_columns",
     "finish_run",
+    "key_order",
     "lex_argsort",
     "lexsort_consolidate",
     "packed_order",
@@ -366,6 +367,29 @@ def _sort_packed(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 _INSERTION_RUN = 16  # runs of equal sort prefix up to this long are finished by insertion
+
+
+@njit(cache=True, nogil=True, inline="always")
+def key_order(
+    a_codes: np.ndarray,
+    a_keys: np.ndarray,
+    a: int,
+    b_codes: np.ndarray,
+    b_keys: np.ndarray,
+    b: int,
+    exact: bool,
+) -> int:
+    """-1, 0 or 1 as key ``a`` sorts before, with or after key ``b`` in trace order (by
+    code, then, where codes are hashes, by key columns). Inlined into the numba IR: callers
+    pass batch arrays viewed in place, or call it only where codes tie (a helper that takes
+    reference-counted arrays pays atomic reference counts per call)."""
+    if a_codes[a] != b_codes[b]:
+        return -1 if a_codes[a] < b_codes[b] else 1
+    if not exact:
+        for j in range(a_keys.shape[0]):
+            if a_keys[j, a] != b_keys[j, b]:
+                return -1 if a_keys[j, a] < b_keys[j, b] else 1
+    return 0
 
 
 @njit(cache=True, nogil=True)

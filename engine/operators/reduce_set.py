@@ -21,7 +21,7 @@ from numba import njit
 
 from engine.operators.reduce_line import pinned_round
 from engine.operators.reduce_set_line import line_set_differences
-from engine.sort_kernels import column_less, lex_argsort
+from engine.sort_kernels import column_less, key_order, lex_argsort
 
 __all__ = ["set_step"]
 
@@ -30,28 +30,7 @@ _INSERTION = 16  # a key's pending times up to this many are sorted by insertion
 # The walks below copy columns and test the frontier in place, not through helpers: a
 # compiled helper that takes reference-counted arrays, inlined into the numba IR or not,
 # pays atomic reference counts per call, and per record that doubled set_step's time.
-# ``_key_cmp`` runs only where two keys' codes tie.
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _key_cmp(
-    a_codes: np.ndarray,
-    a_keys: np.ndarray,
-    a: int,
-    b_codes: np.ndarray,
-    b_keys: np.ndarray,
-    b: int,
-    exact: bool,
-) -> int:
-    """-1, 0 or 1 as key ``a`` sorts before, with or after key ``b`` in trace order (by
-    code, then, where codes are hashes, by key columns)."""
-    if a_codes[a] != b_codes[b]:
-        return -1 if a_codes[a] < b_codes[b] else 1
-    if not exact:
-        for j in range(a_keys.shape[0]):
-            if a_keys[j, a] != b_keys[j, b]:
-                return -1 if a_keys[j, a] < b_keys[j, b] else 1
-    return 0
+# ``key_order`` runs only where two keys' codes tie.
 
 
 @njit(cache=True, nogil=True)
@@ -140,7 +119,7 @@ def set_step(
             if d_codes[j] != p_codes[i]:  # codes decide, without a call, unless they tie
                 order = -1 if d_codes[j] < p_codes[i] else 1
             else:
-                order = _key_cmp(d_codes, d_keys, j, p_codes, p_keys, i, exact)
+                order = key_order(d_codes, d_keys, j, p_codes, p_keys, i, exact)
         start = nn
         if order <= 0:  # the delta's key j
             k_codes[nkeys] = d_codes[j]
@@ -256,7 +235,7 @@ def set_step(
             if w_codes[a] != k_codes[g]:  # codes decide, without a call, unless they tie
                 order = -1 if w_codes[a] < k_codes[g] else 1
             else:
-                order = _key_cmp(w_codes, w_keys, a, k_codes, k_keys, g, exact)
+                order = key_order(w_codes, w_keys, a, k_codes, k_keys, g, exact)
         m = 0
         if order <= 0:
             new_codes[np_] = w_codes[a]

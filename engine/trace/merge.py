@@ -29,33 +29,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.sort_kernels import RADIX_FROM, batch_row
+from engine.sort_kernels import RADIX_FROM, batch_row, key_order, row_bits
 from engine.trace.seek import batch_arrays
 
 __all__ = ["merge_table", "merge_whole"]
 
 _SMALL_GROUP = 16  # a key's gathered records up to this many are ordered by insertion
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _key_order(
-    a_codes: np.ndarray,
-    a_keys: np.ndarray,
-    a: int,
-    b_codes: np.ndarray,
-    b_keys: np.ndarray,
-    b: int,
-    exact: bool,
-) -> int:
-    """-1, 0 or 1 as key ``a`` sorts before, with or after key ``b`` (by code, then, where
-    codes are hashes, by key columns)."""
-    if a_codes[a] != b_codes[b]:
-        return -1 if a_codes[a] < b_codes[b] else 1
-    if not exact:
-        for j in range(a_keys.shape[0]):
-            if a_keys[j, a] != b_keys[j, b]:
-                return -1 if a_keys[j, a] < b_keys[j, b] else 1
-    return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -107,25 +86,14 @@ def _pack(cols: np.ndarray, m: int, packed: np.ndarray) -> bool:
     """Each of the first ``m`` columns of ``cols`` packed into one integer that sorts as the
     column sorts lexicographically (each row relative to its least value); False when the
     rows' ranges need more than 63 bits in all."""
+    lows, bits, total = row_bits(cols[:, :m])
+    if total > 63:
+        return False
     for p in range(m):
-        packed[p] = 0
-    total = 0
-    for c in range(cols.shape[0]):
-        lo = hi = cols[c, 0]
-        for p in range(1, m):
-            lo = min(lo, cols[c, p])
-            hi = max(hi, cols[c, p])
-        span = hi - lo
-        b = 0
-        if span < 0:  # the range overflows int64
-            b = 64
-        while b < 63 and (span >> b) > 0:
-            b += 1
-        total += b
-        if total > 63:
-            return False
-        for p in range(m):
-            packed[p] = (packed[p] << b) | (cols[c, p] - lo)
+        x = 0
+        for c in range(cols.shape[0]):
+            x = (x << bits[c]) | (cols[c, p] - lows[c])
+        packed[p] = x
     return True
 
 
@@ -300,7 +268,7 @@ def merge_table(
                 if not exact:
                     codes, keys = batch_arrays(table, b, kk, kv, d)[:2]
                     l_codes, l_keys = batch_arrays(table, least, kk, kv, d)[:2]
-                    order = _key_order(codes, keys, pos[b], l_codes, l_keys, pos[least], exact)
+                    order = key_order(codes, keys, pos[b], l_codes, l_keys, pos[least], exact)
                 else:
                     order = 0
                 if order > 0:
