@@ -34,7 +34,7 @@ from engine.trace.seek import batch_arrays
 
 __all__ = ["merge_table", "merge_whole"]
 
-_SMALL_GROUP = 16  # a key's gathered records up to this many are ordered by insertion
+_SMALL_GROUP = 64  # a key's gathered records up to this many are ordered by insertion
 
 
 @njit(cache=True, nogil=True, inline="always")
