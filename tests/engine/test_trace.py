@@ -201,6 +201,41 @@ def test_merging_sorted_batches_equals_sorting_their_union(
     """The key-by-key merge of sorted batches (times advanced by ``since``, which can put a
     key's records out of order and make distinct times equal) builds the same batch as
     sorting the union; so it does when a key's times do not pack into 63 bits (``wide``)."""
+    assert_merge_equals_sort(parts, since, key_cols, wide)
+
+
+big_group_rows = st.lists(  # two keys, so a key gathers far more records than 64
+    st.tuples(
+        st.integers(0, 1),
+        st.integers(0, 9),
+        st.integers(0, 2),
+        st.integers(0, 30),
+        st.integers(0, 30),
+        st.integers(-2, 2),
+    ),
+    min_size=40,
+    max_size=90,
+)
+
+
+@given(
+    st.lists(big_group_rows, min_size=2, max_size=4),
+    st.lists(st.tuples(st.integers(0, 31), st.integers(0, 31)), min_size=1, max_size=3),
+    st.sampled_from([[0], [0, 1]]),
+    st.booleans(),
+)
+@settings(max_examples=30, deadline=None)
+def test_merging_keys_of_many_records_equals_sorting_their_union(
+    parts: list, since: list, key_cols: list, wide: bool
+) -> None:
+    """Keys whose gathered records are too many to order by insertion (packed and merged in
+    runs, or ranked one by one when they do not pack) merge as sorting would."""
+    assert_merge_equals_sort(parts, since, key_cols, wide)
+
+
+def assert_merge_equals_sort(parts: list, since: list, key_cols: list, wide: bool) -> None:
+    """``TraceBatch.merge`` of batches built from ``parts`` (rows of three data columns,
+    two time coordinates, a diff) equals sorting their union."""
     scale = np.array([[1 << 40], [1 << 30]], dtype=np.int64) if wide else 1
     layout = Layout.by_key(3, key_cols)
 
