@@ -8,9 +8,10 @@ Every batch holds its distinct keys sorted by (code, key) and each key's records
   time) records and dropping those that cancel;
 * otherwise (more batches, or times the frontier moves, which can put a key's records out
   of order and make distinct times equal) the key's records are gathered with their
-  advanced times, each packed with its values into one integer (relative to the key's own
-  least values, so it fits unless a key's values span more than 63 bits in all), ordered,
-  by insertion when few, else by merging their ascending runs, and consolidated.
+  advanced times, ordered and consolidated: up to ``_SMALL_GROUP`` of them by insertion,
+  comparing their columns; more are each packed with their values into one integer
+  (relative to the key's own least values; a key whose values span more than 63 bits in
+  all is ranked by insertion instead) and their ascending runs merged.
 
 Only one key's records move together, nothing is unpacked per record, and no comparison
 looks beyond one key. Whether the frontier moves a batch's times is decided per batch: it
@@ -18,10 +19,11 @@ does not when the least time of each coordinate is already at or beyond one of i
 elements. The result is what sorting the union would give (``TraceBatch.from_records``);
 tests compare the two.
 
-The comparisons take batch arrays viewed in place (no reference counts) and are inlined
-into the numba IR; the per-key scratch arrays are compared through packed integers only,
-as a compiled helper that takes reference-counted arrays costs a few atomic operations per
-call.
+The comparisons of batch records take arrays viewed in place (no reference counts) and are
+inlined into the numba IR; a key's gathered records (reference-counted scratch) are
+compared in place when few, and through packed integers by helpers called once per key
+when many: a compiled helper that takes reference-counted arrays costs atomic reference
+counts per call.
 """
 
 from __future__ import annotations
@@ -101,20 +103,11 @@ def _pack(cols: np.ndarray, m: int, packed: np.ndarray) -> bool:
 def _order_packed(
     packed: np.ndarray, m: int, perm: np.ndarray, buf: np.ndarray, starts: np.ndarray
 ) -> np.ndarray:
-    """The order of ``packed[:m]``: by insertion when few, else by merging its ascending
-    runs (their starts go in ``starts``) two at a time. Returns the array (``perm`` or
-    ``buf``) whose first ``m`` entries hold it."""
+    """The order of ``packed[:m]`` (a key's records beyond ``_SMALL_GROUP``), by merging
+    its ascending runs (their starts go in ``starts``) two at a time. Returns the array
+    (``perm`` or ``buf``) whose first ``m`` entries hold it."""
     for i in range(m):
         perm[i] = i
-    if m <= _SMALL_GROUP:
-        for i in range(1, m):
-            x = perm[i]
-            j = i - 1
-            while j >= 0 and packed[perm[j]] > packed[x]:
-                perm[j + 1] = perm[j]
-                j -= 1
-            perm[j + 1] = x
-        return perm
     runs = 0
     for i in range(m):
         if i == 0 or packed[i - 1] > packed[i]:
