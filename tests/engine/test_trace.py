@@ -176,17 +176,26 @@ def test_since_is_meet_of_readers(fs: list) -> None:
     assert spine.since() == (Antichain([(min(rest),)]) if rest else None)
 
 
-batch_rows = st.lists(
-    st.tuples(
-        st.integers(0, 3),
-        st.integers(0, 2),
-        st.integers(0, 2),
-        st.integers(0, 5),
-        st.integers(0, 4),
-        st.integers(-2, 2),
-    ),
-    max_size=25,
-)
+def row_lists(
+    c0: int, c1: int, t0: int, t1: int, min_size: int, max_size: int
+) -> st.SearchStrategy[list]:
+    """Rows (three data columns, two time coordinates, a diff) of one batch; the first two
+    columns below ``c0``/``c1`` (inclusive), times up to ``t0``/``t1``."""
+    return st.lists(
+        st.tuples(
+            st.integers(0, c0),
+            st.integers(0, c1),
+            st.integers(0, 2),
+            st.integers(0, t0),
+            st.integers(0, t1),
+            st.integers(-2, 2),
+        ),
+        min_size=min_size,
+        max_size=max_size,
+    )
+
+
+batch_rows = row_lists(3, 2, 5, 4, 0, 25)
 
 
 @given(
@@ -204,18 +213,7 @@ def test_merging_sorted_batches_equals_sorting_their_union(
     assert_merge_equals_sort(parts, since, key_cols, wide)
 
 
-big_group_rows = st.lists(  # two keys, so a key gathers far more records than 64
-    st.tuples(
-        st.integers(0, 1),
-        st.integers(0, 9),
-        st.integers(0, 2),
-        st.integers(0, 30),
-        st.integers(0, 30),
-        st.integers(-2, 2),
-    ),
-    min_size=40,
-    max_size=90,
-)
+big_group_rows = row_lists(1, 9, 30, 30, 40, 90)  # two keys by column 0: far over 64 records
 
 
 @given(
