@@ -33,6 +33,7 @@ __all__ = [
     "consolidate_rows_order",
     "feedback_columns",
     "finish_run",
+    "kernel_row",
     "key_order",
     "lex_argsort",
     "lexsort_consolidate",
@@ -73,6 +74,23 @@ def batch_row(
     row[6] = codes.shape[0]
     row[7] = diffs.shape[0]
     return row
+
+
+@njit(cache=True, nogil=True)
+def kernel_row(
+    codes: np.ndarray,
+    keys: np.ndarray,
+    offsets: np.ndarray,
+    vals: np.ndarray,
+    times: np.ndarray,
+    diffs: np.ndarray,
+) -> np.ndarray:
+    """The seek row a kernel returns with a batch it built: :func:`batch_row`, or empty when
+    the batch has ``RADIX_FROM`` keys or more (``TraceBatch.addresses`` then builds the row,
+    with its radix index)."""
+    if codes.shape[0] >= RADIX_FROM:
+        return np.zeros(0, np.int64)
+    return batch_row(codes, keys, offsets, vals, times, diffs)
 
 
 @njit(cache=True, nogil=True)
@@ -686,7 +704,7 @@ def arrange_rows(
     exact: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A trace batch's arrays (key codes, keys, offsets, vals, times, diffs) and its seek
-    row (:func:`batch_row`, or empty) from update rows in one call, for few rows: split the
+    row (:func:`kernel_row`) from update rows in one call, for few rows: split the
     columns, hash the keys (``hashing.key_codes``), sort and consolidate
     (:func:`consolidate_order`) and index (:func:`trace_arrays`). The same as those steps
     called one by one."""
@@ -710,9 +728,5 @@ def arrange_rows(
     first, sums = consolidate_order(rows, diffs)
     codes = rows[0].copy()
     u_codes, u_keys, offsets, o_vals, o_times = trace_arrays(first, codes, keys, vals, times, exact)
-    row = (
-        batch_row(u_codes, u_keys, offsets, o_vals, o_times, sums)
-        if u_codes.shape[0] < RADIX_FROM
-        else np.zeros(0, np.int64)  # its row needs a radix index: TraceBatch.addresses
-    )
+    row = kernel_row(u_codes, u_keys, offsets, o_vals, o_times, sums)
     return u_codes, u_keys, offsets, o_vals, o_times, sums, row

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.sort_kernels import RADIX_FROM, batch_row, key_order, row_bits
+from engine.sort_kernels import kernel_row, key_order, row_bits
 from engine.trace.seek import batch_arrays
 
 __all__ = ["merge_table", "merge_whole"]
@@ -410,14 +410,11 @@ def merge_whole(
     table: np.ndarray, kk: int, kv: int, since: np.ndarray, exact: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`merge_table` of every key of every batch of ``table`` (each row's key count is
-    in the row), and the merged batch's own seek row (``sort_kernels.batch_row``; empty when
-    the batch needs a radix index)."""
+    in the row), and the merged batch's own seek row (``sort_kernels.kernel_row``)."""
     key_lo = np.zeros(table.shape[0], np.int64)
     key_hi = table[:, 6].copy()
     codes, keys, offsets, vals, times, diffs = merge_table(
         table, key_lo, key_hi, kk, kv, since, exact
     )
-    if codes.shape[0] >= RADIX_FROM:  # TraceBatch.addresses builds the row, with its index
-        return codes, keys, offsets, vals, times, diffs, np.zeros(0, np.int64)
-    row = batch_row(codes, keys, offsets, vals, times, diffs)
+    row = kernel_row(codes, keys, offsets, vals, times, diffs)
     return codes, keys, offsets, vals, times, diffs, row
