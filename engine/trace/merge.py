@@ -9,9 +9,11 @@ Every batch holds its distinct keys sorted by (code, key) and each key's records
 * otherwise (more batches, or times the frontier moves, which can put a key's records out
   of order and make distinct times equal) the key's records are gathered with their
   advanced times, ordered and consolidated: up to ``_SMALL_GROUP`` of them by insertion,
-  comparing their columns; more are each packed with their values into one integer
-  (relative to the key's own least values; a key whose values span more than 63 bits in
-  all is ranked by insertion instead) and their ascending runs merged.
+  comparing their columns and summing each record into an equal one already placed (a
+  compaction makes many records equal: each goes past only the distinct ones); more are
+  each packed with their values into one integer (relative to the key's own least values;
+  a key whose values span more than 63 bits in all is ranked by insertion instead) and
+  their ascending runs merged.
 
 Only one key's records move together, nothing is unpacked per record, and no comparison
 looks beyond one key. Whether the frontier moves a batch's times is decided per batch: it
@@ -340,44 +342,39 @@ def merge_table(
                     g_diffs[m] = diffs[p]
                     m += 1
             if m <= _SMALL_GROUP:  # by insertion, comparing in place (no calls per key)
+                # each record goes into the sorted distinct records so far (``perm``), or
+                # adds to the one equal to it (sums in ``buf``): compaction makes many equal
                 width = kv + d
-                for i in range(m):
-                    perm[i] = i
-                for i in range(1, m):
-                    x = perm[i]
-                    j = i - 1
+                u_ = 0
+                for x in range(m):
+                    j = u_ - 1
+                    cmp = -1
                     while j >= 0:
-                        after = False
+                        cmp = 0
                         for c in range(width):
                             if g_cols[c, perm[j]] != g_cols[c, x]:
-                                after = g_cols[c, perm[j]] > g_cols[c, x]
+                                cmp = 1 if g_cols[c, perm[j]] > g_cols[c, x] else -1
                                 break
-                        if not after:
+                        if cmp <= 0:
                             break
-                        perm[j + 1] = perm[j]
                         j -= 1
+                    if j >= 0 and cmp == 0:
+                        buf[j] += g_diffs[x]
+                        continue
+                    for i in range(u_, j + 1, -1):
+                        perm[i] = perm[i - 1]
+                        buf[i] = buf[i - 1]
                     perm[j + 1] = x
-                i = 0
-                while i < m:
-                    head = perm[i]
-                    s = g_diffs[head]
-                    i += 1
-                    while i < m:
-                        same = True
-                        for c in range(width):
-                            if g_cols[c, perm[i]] != g_cols[c, head]:
-                                same = False
-                                break
-                        if not same:
-                            break
-                        s += g_diffs[perm[i]]
-                        i += 1
-                    if s != 0:
+                    buf[j + 1] = g_diffs[x]
+                    u_ += 1
+                for i in range(u_):
+                    if buf[i] != 0:
+                        head = perm[i]
                         for c in range(kv):
                             o_vals[c, w] = g_cols[c, head]
                         for c in range(d):
                             o_times[c, w] = g_cols[kv + c, head]
-                        o_diffs[w] = s
+                        o_diffs[w] = buf[i]
                         w += 1
             else:
                 if _pack(g_cols, m, packed):
