@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.hashing import key_code_at
+from engine.hashing import row_codes
 
 __all__ = [
     "COMPILED_BELOW",
@@ -714,8 +714,8 @@ def arrange_rows(
     rows = np.empty((1 + kr + kv + d, n), np.int64)
     keys = np.empty((kk, n), np.int64)
     vals = np.empty((kv, n), np.int64)
+    rows[0] = row_codes(data, key_cols)
     for i in range(n):
-        rows[0, i] = key_code_at(data, key_cols, i)
         for j in range(kk):
             keys[j, i] = data[key_cols[j], i]
             if not exact:
