@@ -21,42 +21,14 @@ from numba import njit
 
 from engine.operators.reduce_line import pinned_round
 from engine.operators.reduce_set_line import line_set_differences
-from engine.sort_kernels import column_less, key_order, lex_argsort
+from engine.sort_kernels import key_order
 
 __all__ = ["set_step"]
-
-_INSERTION = 16  # a key's pending times up to this many are sorted by insertion
 
 # The walks below copy columns and test the frontier in place, not through helpers: a
 # compiled helper that takes reference-counted arrays, inlined into the numba IR or not,
 # pays atomic reference counts per call, and per record that doubled set_step's time.
 # ``key_order`` runs only where two keys' codes tie.
-
-
-@njit(cache=True, nogil=True)
-def _sort_times(times: np.ndarray, m: int) -> int:
-    """Sort the first ``m`` columns of ``times`` lexicographically and drop repeats, in
-    place; returns how many are left. By insertion when few (a key's pending times
-    usually are), else by ``lex_argsort``."""
-    if m > _INSERTION:
-        order = lex_argsort(times[:, :m].copy())
-        sorted_ = times[:, :m].copy()
-        for i in range(m):
-            times[:, i] = sorted_[:, order[i]]
-    else:
-        for i in range(1, m):
-            j = i
-            while j > 0 and column_less(times, j, j - 1):
-                for c in range(times.shape[0]):
-                    times[c, j], times[c, j - 1] = times[c, j - 1], times[c, j]
-                j -= 1
-    u = 0
-    for i in range(m):
-        if u == 0 or column_less(times, u - 1, i):
-            for c in range(times.shape[0]):
-                times[c, u] = times[c, i]
-            u += 1
-    return u
 
 
 @njit(cache=True, nogil=True)
@@ -121,6 +93,7 @@ def set_step(
             else:
                 order = key_order(d_codes, d_keys, j, p_codes, p_keys, i, exact)
         start = nn
+        w_start, w_mid = nw, -1  # where the key's waiting triples start, and its pending ones
         if order <= 0:  # the delta's key j
             k_codes[nkeys] = d_codes[j]
             for c in range(kk):
@@ -146,6 +119,7 @@ def set_step(
                     nn += 1
             j += 1
         if order >= 0:  # the pending triples of key i
+            w_mid = nw
             k_codes[nkeys] = p_codes[i]
             for c in range(kk):
                 k_keys[c, nkeys] = p_keys[c, i]
@@ -177,6 +151,20 @@ def set_step(
                         n_times[c, nn] = p_times[c, i]
                     nn += 1
                 i += 1
+        if w_start < w_mid < nw:  # two sorted runs of waiting times: one, by insertion
+            for x in range(w_mid, nw):
+                y = x
+                while y > w_start:
+                    later = False
+                    for c in range(d):
+                        if w_times[c, y - 1] != w_times[c, y]:
+                            later = w_times[c, y - 1] > w_times[c, y]
+                            break
+                    if not later:
+                        break
+                    for c in range(d):
+                        w_times[c, y - 1], w_times[c, y] = w_times[c, y], w_times[c, y - 1]
+                    y -= 1
         if nn > start:  # the key has new times: keep it
             nkeys += 1
     owner = owner[:nn]
@@ -217,61 +205,58 @@ def set_step(
         for j in range(kk):
             out_rows[columns[j], i] = k_keys[j, ko[i]]
     out_offsets[u] = m
-    # pending: what waits, plus the grid's new pending times, distinct and sorted. Both
-    # come by key in trace order (the grid's by owner, times sorted): merge them key by
-    # key, sorting each key's times
+    # pending: what waits, plus the grid's new pending times, distinct and in trace order.
+    # Both come in trace order (the waiting triples sorted by the walk, the grid's by key,
+    # then time): one merge, a triple equal to the last one kept written over
     ng = g_owner.shape[0]
     total = nw + ng
     new_codes = np.empty(total, np.int64)
     new_keys = np.empty((kk, total), np.int64)
     new_times = np.empty((d, total), np.int64)
-    group = np.empty((d, total), np.int64)
     np_ = 0
     a = b = 0
     while a < nw or b < ng:
         order = -1 if a < nw else 1
-        if a < nw and b < ng:
+        if a < nw and b < ng:  # by code, then key columns (where codes tie), then time
             g = g_owner[b]
-            if w_codes[a] != k_codes[g]:  # codes decide, without a call, unless they tie
+            if w_codes[a] != k_codes[g]:
                 order = -1 if w_codes[a] < k_codes[g] else 1
             else:
-                order = key_order(w_codes, w_keys, a, k_codes, k_keys, g, exact)
-        m = 0
+                order = 0
+                if not exact:
+                    for c in range(kk):
+                        if w_keys[c, a] != k_keys[c, g]:
+                            order = -1 if w_keys[c, a] < k_keys[c, g] else 1
+                            break
+                if order == 0:
+                    for c in range(d):
+                        if w_times[c, a] != g_times[c, b]:
+                            order = -1 if w_times[c, a] < g_times[c, b] else 1
+                            break
         if order <= 0:
-            new_codes[np_] = w_codes[a]
+            code = w_codes[a]
             for c in range(kk):
                 new_keys[c, np_] = w_keys[c, a]
-            first = a
-            while a < nw:
-                if a > first:  # the same key still? (codes, then key columns)
-                    same = w_codes[a] == w_codes[first]
-                    if same and not exact:
-                        for c in range(kk):
-                            same = same and w_keys[c, a] == w_keys[c, first]
-                    if not same:
-                        break
-                for c in range(d):
-                    group[c, m] = w_times[c, a]
-                m += 1
-                a += 1
-        if order >= 0:
+            for c in range(d):
+                new_times[c, np_] = w_times[c, a]
+            a += 1
+            b += 1 if order == 0 else 0
+        else:
             g = g_owner[b]
-            new_codes[np_] = k_codes[g]
+            code = k_codes[g]
             for c in range(kk):
                 new_keys[c, np_] = k_keys[c, g]
-            while b < ng and g_owner[b] == g:
-                for c in range(d):
-                    group[c, m] = g_times[c, b]
-                m += 1
-                b += 1
-        m = _sort_times(group, m)
-        for t in range(m):  # the key was written at np_: repeat it for each time
-            new_codes[np_ + t] = new_codes[np_]
-            for c in range(kk):
-                new_keys[c, np_ + t] = new_keys[c, np_]
             for c in range(d):
-                new_times[c, np_ + t] = group[c, t]
-        np_ += m
+                new_times[c, np_] = g_times[c, b]
+            b += 1
+        new_codes[np_] = code
+        repeat = np_ > 0 and new_codes[np_ - 1] == code
+        for c in range(kk):
+            repeat = repeat and new_keys[c, np_ - 1] == new_keys[c, np_]
+        for c in range(d):
+            repeat = repeat and new_times[c, np_ - 1] == new_times[c, np_]
+        if not repeat:
+            np_ += 1
     return (
         True,
         new_codes[:np_].copy(),
