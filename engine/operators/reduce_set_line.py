@@ -3,11 +3,13 @@
 The same results as ``reduce_line.line_grid`` followed by ``reduce_scalar.scalar_differences``
 (which the general driver uses), computed in the order the work falls: each key's records
 are read where they lie in every batch of both spines (no gathered copy, grouped again by
-owner); those at or below the key's least new time only add to two sums; the rest of each
-batch's run, already sorted by first coordinate, is merged with the others and with the
-key's new times, and that one sweep gives the distinct first coordinates, the input and
-output accumulations at each, the differences and the pending times. The general pieces
-sort the gathered records by owner for the grid, and again for each accumulation."""
+owner); those at or below the key's least new time only add to two sums; the first
+coordinates of the rest, and of the key's new times, go by insertion into a short list,
+distinct and ascending, each with its changes to the sums (each batch's run comes sorted
+by first coordinate, so most are appended). Accumulating that list gives the input and
+output accumulations at each distinct first coordinate, then the differences and the
+pending times. The general pieces sort the gathered records by owner for the grid, and
+again for each accumulation."""
 
 from __future__ import annotations
 
@@ -74,15 +76,7 @@ def line_set_differences(
         n_lo[k + 1] += n_lo[k]
     count = _most_records(n_lo, i_lo, i_hi, o_lo, o_hi)
     most = count.max() if nkeys else 0
-    # scratch for one key: its runs (a run per batch holding it, and its new times), then
-    # the distinct first coordinates with the accumulations there
-    nruns = i_lo.shape[0] + o_lo.shape[0] + 1
-    run_side = np.empty(nruns, np.int64)  # 0 input, 1 output, 2 new times
-    run_batch = np.empty(nruns, np.int64)
-    run_at = np.empty(nruns, np.int64)
-    run_end = np.empty(nruns, np.int64)
-    head = np.empty(nruns, np.int64)  # each run's next first coordinate
-    new_t0 = np.empty(most, np.int64)
+    # scratch for one key: its distinct first coordinates, with the accumulations there
     v = np.empty(most, np.int64)
     acc_in = np.empty(most, np.int64)
     acc_out = np.empty(most, np.int64)
@@ -121,8 +115,12 @@ def line_set_differences(
             best[e] = r if (d == 2 and r >= q1[e]) else _INF
         # the key's records: those at or below its least new time only add to the sums;
         # the rest of each batch's run (sorted by first coordinate) is merged below
+        # the key's records: those at or below its least new time only add to the sums;
+        # the first coordinates of the rest, and of its new times, go into ``v`` (distinct,
+        # ascending, by insertion: each batch's run comes sorted) with the changes to the
+        # sums there, accumulated after
         base_in = base_out = 0
-        runs = 0
+        L = 0
         for side in range(2):
             table = in_table if side == 0 else out_table
             lo = i_lo if side == 0 else o_lo
@@ -131,71 +129,48 @@ def line_set_differences(
                 if lo[b, k] < 0:
                     continue
                 times, diffs = batch_records(table, b, d)
-                above = hi[b, k]
                 for rec in range(lo[b, k], hi[b, k]):
                     t1 = times[1, rec] if d == 2 else 0
                     for e in range(ne):
                         if t1 >= q1[e] and t1 < best[e]:
                             best[e] = t1
-                    if times[0, rec] > least:
-                        above = min(above, rec)
-                    elif t1 <= r:
+                    t0 = times[0, rec]
+                    x = diffs[rec] if t1 <= r else 0
+                    if t0 <= least:
                         if side == 0:
-                            base_in += diffs[rec]
+                            base_in += x
                         else:
-                            base_out += diffs[rec]
-                if above < hi[b, k]:
-                    run_side[runs], run_batch[runs] = side, b
-                    run_at[runs], run_end[runs] = above, hi[b, k]
-                    head[runs] = times[0, above]
-                    runs += 1
-        # the key's new times, sorted (few), as one more run without contributions
-        nt = 0
+                            base_out += x
+                        continue
+                    j = L
+                    while j > 0 and v[j - 1] > t0:
+                        j -= 1
+                    if j == 0 or v[j - 1] != t0:
+                        for y in range(L, j, -1):
+                            v[y], acc_in[y], acc_out[y] = v[y - 1], acc_in[y - 1], acc_out[y - 1]
+                        v[j], acc_in[j], acc_out[j] = t0, 0, 0
+                        L += 1
+                        j += 1
+                    if side == 0:
+                        acc_in[j - 1] += x
+                    else:
+                        acc_out[j - 1] += x
         for i in range(n_lo[k], n_lo[k + 1]):
-            x = n_times[0, i]
-            j = nt
-            while j > 0 and new_t0[j - 1] > x:
-                new_t0[j] = new_t0[j - 1]
+            t0 = n_times[0, i]
+            j = L
+            while j > 0 and v[j - 1] > t0:
                 j -= 1
-            new_t0[j] = x
-            nt += 1
-        run_side[runs], run_at[runs], run_end[runs], head[runs] = 2, 0, nt, new_t0[0]
-        runs += 1
-        # merge the runs: the distinct first coordinates and the accumulations there
+            if j == 0 or v[j - 1] != t0:
+                for y in range(L, j, -1):
+                    v[y], acc_in[y], acc_out[y] = v[y - 1], acc_in[y - 1], acc_out[y - 1]
+                v[j], acc_in[j], acc_out[j] = t0, 0, 0
+                L += 1
         s_in, s_out = base_in, base_out
-        L = 0
-        while True:
-            t = _INF
-            for q in range(runs):
-                if run_at[q] < run_end[q] and head[q] < t:
-                    t = head[q]
-            if t == _INF:
-                break
-            for q in range(runs):
-                if run_at[q] >= run_end[q] or head[q] != t:
-                    continue
-                if run_side[q] == 2:
-                    while run_at[q] < run_end[q] and new_t0[run_at[q]] == t:
-                        run_at[q] += 1
-                    if run_at[q] < run_end[q]:
-                        head[q] = new_t0[run_at[q]]
-                    continue
-                table = in_table if run_side[q] == 0 else out_table
-                times, diffs = batch_records(table, run_batch[q], d)
-                rec = run_at[q]
-                while rec < run_end[q] and times[0, rec] == t:
-                    if d == 1 or times[1, rec] <= r:
-                        if run_side[q] == 0:
-                            s_in += diffs[rec]
-                        else:
-                            s_out += diffs[rec]
-                    rec += 1
-                run_at[q] = rec
-                if rec < run_end[q]:
-                    head[q] = times[0, rec]
-            v[L], acc_in[L], acc_out[L] = t, s_in, s_out
-            diff[L] = 0
-            L += 1
+        for j in range(L):
+            s_in += acc_in[j]
+            s_out += acc_out[j]
+            acc_in[j], acc_out[j] = s_in, s_out
+            diff[j] = 0
         # the differences: each complete point's error, less its complete successor's
         # share (the Möbius inversion on a line)
         for j in range(L):
