@@ -7,6 +7,9 @@ coordinates:
   canonical IEEE bits, bools as 0/1, strings as interned ids (see ``engine.schema``).
 * ``times`` — ``(d, n)`` int64: one contiguous row per time coordinate.
 * ``diffs`` — ``(n,)`` int64: signed multiplicity changes.
+* ``consolidated`` — True only where the producer guarantees that no two updates share a
+  row and a time and no diff is zero (a trace batch's updates, a reduce's output), so a
+  reader may skip consolidating them; False says nothing.
 
 Batches are immutable by convention: operators build new arrays, never write into inputs.
 """
@@ -31,6 +34,7 @@ class UpdateBatch:
     data: np.ndarray
     times: np.ndarray
     diffs: np.ndarray
+    consolidated: bool = False
 
     # -- constructors -------------------------------------------------------------------
     @classmethod

@@ -106,10 +106,13 @@ class Variable(Operator):
             )
             fb = UpdateBatch(data, times, diffs)
         else:
-            parts = [
-                b for b in (body, init.negate() if init is not None else None) if b is not None
-            ]
-            fb = consolidate(UpdateBatch.concat(parts, self.ncols, self.dims))
+            if init is None and body is not None and body.consolidated:
+                fb = body  # a reduce's output, say: nothing to sum or cancel
+            else:
+                parts = [
+                    b for b in (body, init.negate() if init is not None else None) if b is not None
+                ]
+                fb = consolidate(UpdateBatch.concat(parts, self.ncols, self.dims))
             times = fb.times + self.next_iteration
             if max_iterations is not None:
                 keep = times[-1] <= max_iterations

@@ -151,7 +151,7 @@ class Reduce(Operator):
             )
             self.spine.insert(batch)
             self.delta = batch
-            self.output = UpdateBatch(rows, times, diffs)
+            self.output = UpdateBatch(rows, times, diffs, consolidated=True)
         return True
 
     def _step(self, delta: TraceBatch | None, frontier: Antichain) -> None:

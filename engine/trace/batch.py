@@ -216,7 +216,7 @@ class TraceBatch:
     def to_updates(self, layout: Layout) -> UpdateBatch:
         rk = self.record_keys()
         data = layout.assemble(np.take(self.keys, rk, axis=1), self.vals)
-        return UpdateBatch(data, self.times, self.diffs)
+        return UpdateBatch(data, self.times, self.diffs, consolidated=True)
 
     def nbytes(self) -> int:
         return int(
