@@ -114,8 +114,6 @@ def line_set_differences(
         for e in range(ne):
             best[e] = r if (d == 2 and r >= q1[e]) else _INF
         # the key's records: those at or below its least new time only add to the sums;
-        # the rest of each batch's run (sorted by first coordinate) is merged below
-        # the key's records: those at or below its least new time only add to the sums;
         # the first coordinates of the rest, and of its new times, go into ``v`` (distinct,
         # ascending, by insertion: each batch's run comes sorted) with the changes to the
         # sums there, accumulated after
