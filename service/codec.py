@@ -35,6 +35,9 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 def check_value(value: Any, ctype: ColumnType, path: str) -> Any:
     """The value if it fits the column type, else Invalid naming ``path``."""
     if ctype is ColumnType.INT:
+        if isinstance(value, float) and value.is_integer() and not INT64_MIN <= value <= INT64_MAX:
+            # the JSON parser reads an integer literal beyond 64 bits as a float
+            raise Invalid(f"{path} does not fit in 64 bits", {"path": path}, "wrong_type")
         if isinstance(value, bool) or not isinstance(value, int):
             raise Invalid(
                 f"{path} must be an int, got {_kind(value)}", {"path": path}, "wrong_type"

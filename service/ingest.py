@@ -33,6 +33,7 @@ __all__ = ["ParsedWrite", "StagedWrite", "TableShape", "parse_write"]
 
 INSERT, DELETE, UPSERT, WEIGHT = 0, 1, 2, 3
 OPS = {"insert": INSERT, "delete": DELETE, "upsert": UPSERT}
+_WEIGHTS = "above -2**62 and below 2**62"  # a weight (a diff) must fit, with room to sum
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +137,7 @@ def _parse_rows(
         elif keys == {"weight", "data"}:
             w = u["weight"]
             if isinstance(w, bool) or not isinstance(w, int) or not -(2**62) < w < 2**62:
-                raise _invalid(f"{path}.weight", "must be an integer")
+                raise _invalid(f"{path}.weight", f"must be an integer {_WEIGHTS}")
             op = WEIGHT
             builder.add(u["data"], f"{path}.data")
             weights.append(w)
@@ -214,7 +215,7 @@ def _parse_columnar(
             raise _invalid("diff", f"must be a list of {n} integers")
         for i, d in enumerate(diff):
             if isinstance(d, bool) or not isinstance(d, int) or not -(2**62) < d < 2**62:
-                raise _invalid(f"diff[{i}]", "must be an integer")
+                raise _invalid(f"diff[{i}]", f"must be an integer {_WEIGHTS}")
         weights = np.asarray(diff, dtype=np.int64)
     t_arr = None
     if "time" in body:
