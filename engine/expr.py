@@ -439,10 +439,11 @@ def _make_concat(args: list[Bound], out: ColumnType, to: ColumnType | None) -> C
     return run
 
 
-def _string_hash(s: str) -> int:
-    return int.from_bytes(
-        hashlib.blake2b(s.encode(), digest_size=8).digest(), "little", signed=True
-    )
+def _string_hashes(strings: list[str]) -> np.ndarray:
+    """blake2b-64 of each string's UTF-8 bytes, read little-endian as int64."""
+    blake2b = hashlib.blake2b
+    digests = b"".join([blake2b(s.encode(), digest_size=8).digest() for s in strings])
+    return np.frombuffer(digests, dtype="<i8").astype(np.int64)
 
 
 def stable_hash(
@@ -458,7 +459,7 @@ def stable_hash(
     with np.errstate(over="ignore"):
         for values, t in zip(columns, types, strict=True):
             if t is STRING:
-                v = interner.text_hashes(values, _string_hash)
+                v = interner.text_hashes(values, _string_hashes)
             elif t is FLOAT:
                 f = np.asarray(values, dtype=np.float64) + 0.0
                 v = np.where(np.isnan(f), np.nan, f).view(np.int64)

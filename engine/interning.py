@@ -11,7 +11,7 @@ of ids (Python string order, i.e. by code point), computed once per distinct id.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -21,13 +21,16 @@ __all__ = ["StringInterner"]
 class StringInterner:
     """Bidirectional map between strings and int64 ids."""
 
-    __slots__ = ("_hashes", "_ids", "_lock", "_strings")
+    __slots__ = ("_hash_known", "_hash_lock", "_hashes", "_ids", "_lock", "_strings")
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
         self._strings: list[str] = []
         self._lock = threading.Lock()
-        self._hashes: dict[int, int] = {}  # id -> text hash (see text_hashes)
+        # text hashes by id (see text_hashes), and which ids have one
+        self._hashes = np.zeros(0, dtype=np.int64)
+        self._hash_known = np.zeros(0, dtype=bool)
+        self._hash_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._strings)
@@ -83,17 +86,27 @@ class StringInterner:
         rank[np.asarray(order, dtype=np.int64)] = np.arange(len(strings), dtype=np.int64)
         return rank[inverse]
 
-    def text_hashes(self, ids: np.ndarray, fn: object) -> np.ndarray:
-        """``fn(string)`` (an int64 hash of the text) for every id, computed once per id for
-        the life of the interner."""
+    def text_hashes(
+        self, ids: np.ndarray, hash_many: Callable[[list[str]], np.ndarray]
+    ) -> np.ndarray:
+        """An int64 hash of the text of every id: ``hash_many(strings)`` hashes a list of
+        strings, and is called once per id for the life of the interner (with the ids not
+        hashed before, in one list)."""
         uniq, inverse = np.unique(ids, return_inverse=True)
-        cache = self._hashes
-        out = np.empty(uniq.shape[0], dtype=np.int64)
-        for j, i in enumerate(uniq.tolist()):
-            h = cache.get(i)
-            if h is None:
-                h = cache[i] = fn(self._strings[i])  # type: ignore[operator]
-            out[j] = h
+        with self._hash_lock:  # the arrays grow: one caller at a time
+            n = len(self._strings)
+            if self._hashes.shape[0] < n:
+                size = max(n, 2 * self._hashes.shape[0])
+                hashes, known = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=bool)
+                hashes[: self._hashes.shape[0]] = self._hashes
+                known[: self._hash_known.shape[0]] = self._hash_known
+                self._hashes, self._hash_known = hashes, known
+            todo = uniq[~self._hash_known[uniq]]
+            if todo.shape[0]:
+                strings = self._strings
+                self._hashes[todo] = hash_many([strings[i] for i in todo.tolist()])
+                self._hash_known[todo] = True
+            out = self._hashes[uniq]
         return out[inverse.reshape(-1)]
 
     def map_strings(self, ids: np.ndarray, fn: object) -> list[object]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from engine.interning import StringInterner
 
 
@@ -32,3 +34,26 @@ def test_ranks_order_by_text() -> None:
     ids = it.intern_many(["pear", "apple", "fig", "apple"])
     assert ids[1] == ids[3]
     assert it.ranks(ids).tolist() == [2, 0, 1, 0]
+
+
+def test_text_hashes_hash_each_id_once() -> None:
+    it = StringInterner()
+    calls: list[list[str]] = []
+
+    def hash_many(strings: list[str]) -> np.ndarray:
+        calls.append(list(strings))
+        return np.asarray([len(s) * 1000 + ord(s[0]) for s in strings], dtype=np.int64)
+
+    def expect(words: list[str]) -> list[int]:
+        return [len(s) * 1000 + ord(s[0]) for s in words]
+
+    first = ["pear", "apple", "pear", "fig"]
+    assert it.text_hashes(it.intern_many(first), hash_many).tolist() == expect(first)
+    assert sorted(calls[0]) == ["apple", "fig", "pear"]
+    # a later call hashes only the ids it has not seen, across the arrays' growth
+    more = [f"w{i}" for i in range(100)] + ["fig", "apple"]
+    assert it.text_hashes(it.intern_many(more), hash_many).tolist() == expect(more)
+    assert sorted(calls[1]) == sorted(f"w{i}" for i in range(100))
+    assert it.text_hashes(it.intern_many(first), hash_many).tolist() == expect(first)
+    assert len(calls) == 2
+    assert it.text_hashes(np.zeros(0, dtype=np.int64), hash_many).tolist() == []
