@@ -33,7 +33,7 @@ from engine.operators.reduce_kernels import (
     consolidate_rows,
 )
 from engine.operators.reduce_scalar import scalar_differences
-from engine.operators.reduce_set import set_step
+from engine.operators.reduce_set import run_set_step
 from engine.operators.reduce_times import Grid, candidates
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
@@ -127,7 +127,7 @@ class Reduce(Operator):
         """The whole step in one compiled call (``reduce_set``), when it applies."""
         if delta is None:
             delta = self._no_delta
-        applies, p_codes, p_keys, p_times, codes, keys, offsets, times, diffs, rows = set_step(
+        applies, p_codes, p_keys, p_times, codes, keys, offsets, times, diffs, rows = run_set_step(
             delta.codes,
             delta.keys,
             delta.offsets,

@@ -12,6 +12,10 @@ results as the driver's ``line_grid`` and ``scalar_differences``). Otherwise it 
 that it does not apply, before changing anything, and the driver takes its general path;
 tests compare the two. The delta and the pending triples both come sorted in trace order,
 so the distinct keys and the new pending set are found by merging them, not by sorting.
+
+:func:`run_set_step` splits a big step in two by key range, run at once on two threads
+(``engine.parallel``): keys are independent, and the halves' results joined in key order
+are the whole step's.
 """
 
 from __future__ import annotations
@@ -19,11 +23,27 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine import parallel
 from engine.operators.reduce_line import pinned_round
 from engine.operators.reduce_set_line import line_set_differences
 from engine.sort_kernels import key_order
 
-__all__ = ["set_step"]
+__all__ = ["SPLIT_FROM", "StepResult", "run_set_step", "set_step"]
+
+SPLIT_FROM = 4096  # delta records plus pending triples from which a step splits in two
+
+StepResult = tuple[
+    bool,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+]
 
 # The walks below copy columns and test the frontier in place, not through helpers: a
 # compiled helper that takes reference-counted arrays, inlined into the numba IR or not,
@@ -269,3 +289,89 @@ def set_step(
         diffs,
         out_rows,
     )
+
+
+def run_set_step(
+    d_codes: np.ndarray,
+    d_keys: np.ndarray,
+    d_offsets: np.ndarray,
+    d_times: np.ndarray,
+    p_codes: np.ndarray,
+    p_keys: np.ndarray,
+    p_times: np.ndarray,
+    in_table: np.ndarray,
+    out_table: np.ndarray,
+    felems: np.ndarray,
+    exact: bool,
+    at_least: int,
+    columns: np.ndarray,
+) -> StepResult:
+    """:func:`set_step`, split by key range into two calls on two threads when the step is
+    big (``SPLIT_FROM``). Keys sharing a code stay in one half. Every half's new times pin
+    the same round when each applies (the frontier holds ``(0, r + 1)`` for one ``r``),
+    so the halves apply together exactly when the whole does."""
+    rest = (in_table, out_table, felems, exact, at_least, columns)
+    cut = None
+    if parallel.threads() > 1 and d_times.shape[1] + p_codes.shape[0] >= SPLIT_FROM:
+        cut = _cut(d_codes, p_codes)
+    if cut is None:
+        return set_step(d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, *rest)
+    i, j = cut
+
+    def low() -> StepResult:
+        return set_step(
+            d_codes[:i],
+            np.ascontiguousarray(d_keys[:, :i]),
+            d_offsets[: i + 1],
+            d_times,
+            p_codes[:j],
+            np.ascontiguousarray(p_keys[:, :j]),
+            np.ascontiguousarray(p_times[:, :j]),
+            *rest,
+        )
+
+    def high() -> StepResult:
+        return set_step(
+            d_codes[i:],
+            np.ascontiguousarray(d_keys[:, i:]),
+            d_offsets[i:],
+            d_times,
+            p_codes[j:],
+            np.ascontiguousarray(p_keys[:, j:]),
+            np.ascontiguousarray(p_times[:, j:]),
+            *rest,
+        )
+
+    a, b = parallel.both(low, high)
+    if not (a[0] and b[0]):
+        return a if not a[0] else b
+    offsets = np.concatenate([a[6][:-1], b[6] + a[6][-1]])
+    return (
+        True,
+        np.concatenate([a[1], b[1]]),
+        np.concatenate([a[2], b[2]], axis=1),
+        np.concatenate([a[3], b[3]], axis=1),
+        np.concatenate([a[4], b[4]]),
+        np.concatenate([a[5], b[5]], axis=1),
+        offsets,
+        np.concatenate([a[7], b[7]], axis=1),
+        np.concatenate([a[8], b[8]]),
+        np.concatenate([a[9], b[9]], axis=1),
+    )
+
+
+def _cut(d_codes: np.ndarray, p_codes: np.ndarray) -> tuple[int, int] | None:
+    """Where the delta's keys and the pending triples split: below and from the code at the
+    middle of the longer of the two; None when one half would be empty."""
+    nd, n_pend = d_codes.shape[0], p_codes.shape[0]
+    if nd + n_pend < 2:
+        return None
+    pivot = d_codes[nd // 2] if nd >= n_pend else p_codes[n_pend // 2]
+    i = int(np.searchsorted(d_codes, pivot, "left"))
+    j = int(np.searchsorted(p_codes, pivot, "left"))
+    if i == 0 and j == 0:  # the least code is the middle one: split after it instead
+        i = int(np.searchsorted(d_codes, pivot, "right"))
+        j = int(np.searchsorted(p_codes, pivot, "right"))
+    if (i == 0 and j == 0) or (i == nd and j == n_pend):
+        return None
+    return i, j

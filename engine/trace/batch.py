@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine import parallel
 from engine.batch import UpdateBatch
 from engine.hashing import key_codes
 from engine.lattice import Antichain, advance_by
@@ -27,9 +28,10 @@ from engine.trace.layout import Layout
 from engine.trace.merge import merge_table, merge_whole
 from engine.trace.seek import RADIX_FROM, radix_index, table_row
 
-__all__ = ["TraceBatch"]
+__all__ = ["MERGE_SPLIT_FROM", "TraceBatch"]
 
 _NO_RADIX = np.zeros(0, dtype=np.int64)
+MERGE_SPLIT_FROM = 1 << 15  # records from which a merge splits in two by key range
 
 
 # Immutable by convention, not frozen: a frozen dataclass's constructor sets each field through
@@ -118,22 +120,32 @@ class TraceBatch:
             return cls.empty(layout, dims)
         if len(parts) == 1 and since is None:
             return parts[0]
-        return cls.merge_rows(layout, np.array([p.addresses() for p in parts]), since, dims)
+        return cls.merge_rows(layout, np.array([p.addresses() for p in parts]), since, parts)
 
     @classmethod
     def merge_rows(
-        cls, layout: Layout, table: np.ndarray, since: Antichain | None, dims: int
+        cls, layout: Layout, table: np.ndarray, since: Antichain | None, parts: list[TraceBatch]
     ) -> TraceBatch:
-        """The non-empty batches of seek-table rows ``table`` (``addresses``) merged into
-        one, compacted to ``since``; the caller keeps those batches alive meanwhile."""
-        codes, keys, offsets, vals, times, diffs, row = merge_whole(
-            table,
-            len(layout.key_cols),
-            len(layout.val_cols),
-            since.elements if since is not None else np.zeros((0, dims), dtype=np.int64),
-            layout.exact_codes,
+        """``parts`` (non-empty batches, their seek-table rows ``table``, from
+        ``addresses``) merged into one, compacted to ``since``; the caller keeps them alive
+        meanwhile. A big merge (``MERGE_SPLIT_FROM`` records) runs as two key ranges at
+        once, on two threads (``engine.parallel``): keys merge independently."""
+        kk, kv = len(layout.key_cols), len(layout.val_cols)
+        dims = parts[0].dims
+        s = since.elements if since is not None else np.zeros((0, dims), dtype=np.int64)
+        exact = layout.exact_codes
+        cut = None
+        if parallel.threads() > 1 and int(table[:, 7].sum()) >= MERGE_SPLIT_FROM:
+            cut = _key_cut(parts)
+        if cut is None:
+            codes, keys, offsets, vals, times, diffs, row = merge_whole(table, kk, kv, s, exact)
+            return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
+        first, last = np.zeros(len(parts), np.int64), table[:, 6].copy()
+        a, b = parallel.both(
+            lambda: merge_table(table, first, cut, kk, kv, s, exact),
+            lambda: merge_table(table, cut, last, kk, kv, s, exact),
         )
-        return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
+        return cls.concat_keys(layout, [cls(*a), cls(*b)], dims)
 
     @classmethod
     def merge_keys(
@@ -227,3 +239,17 @@ class TraceBatch:
             + self.times.nbytes
             + self.diffs.nbytes
         )
+
+
+def _key_cut(parts: list[TraceBatch]) -> np.ndarray | None:
+    """Per part, the first key at or above the middle key code of the biggest part (after
+    it, when that is every part's least code): where a merge splits in two. None when one
+    side would be empty."""
+    biggest = max(parts, key=len)
+    pivot = biggest.codes[biggest.nkeys // 2]
+    for side in ("left", "right"):
+        cut = np.array([np.searchsorted(p.codes, pivot, side) for p in parts], dtype=np.int64)
+        total = int(cut.sum())
+        if 0 < total < sum(p.nkeys for p in parts):
+            return cut
+    return None

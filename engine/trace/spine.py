@@ -259,7 +259,9 @@ class Spine:
     def _merge(self, lo: int, hi: int) -> TraceBatch:
         """Batches ``lo:hi`` merged into one, compacted to ``since``, straight from their
         seek-table rows (the batches stay in place until the caller replaces them)."""
-        return TraceBatch.merge_rows(self.layout, self.seek_table()[lo:hi], self.since(), self.dims)
+        return TraceBatch.merge_rows(
+            self.layout, self.seek_table()[lo:hi], self.since(), self.batches[lo:hi]
+        )
 
     def _fuel(self, fuel: int) -> None:
         """Advance every merge under way by ``fuel`` records; put each finished one in

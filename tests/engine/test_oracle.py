@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from engine import Antichain, Graph, col, sort_kernels
 from engine.trace import spine as spine_mod
 from tests.engine.reference import Tree, build, evaluate, trees
+from tests.engine.splitting import every_call_split
 
 SETTINGS = settings()
 
@@ -178,6 +179,18 @@ def test_oracle_with_traces_settling_after_every_step(
         _check_2d(tree, steps2)
     finally:
         spine_mod.SETTLE_FROM = saved
+
+
+@SETTINGS
+@given(trees(max_depth=2), steps_1d, steps_2d)
+def test_oracle_with_every_step_and_merge_split_in_two(
+    tree: Tree, steps1: list, steps2: list
+) -> None:
+    """Every set-like reduce step and every trace merge runs as two key ranges on two
+    threads (normally only big ones do)."""
+    with every_call_split():
+        _check_1d(tree, steps1)
+        _check_2d(tree, steps2)
 
 
 @SETTINGS

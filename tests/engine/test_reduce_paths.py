@@ -7,6 +7,8 @@ their numpy references."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -21,6 +23,7 @@ from engine.progress import round_frontier
 from engine.sort_kernels import consolidate_order, consolidate_rows_order, lexsort_consolidate
 from engine.trace import Layout, Spine, TraceBatch
 from engine.trace.seek import join_spine
+from tests.engine.splitting import every_call_split
 
 
 def _points(g: Grid) -> set:
@@ -523,6 +526,35 @@ def _reduces(operators: list) -> list:
     return found
 
 
+def _reach_outputs(edges: list, steps: list, one_call: bool) -> dict:
+    """Reachability from nodes 0 and 3 over ``edges``, then ``steps`` of edge changes at
+    times 1, 2, ...: the output's differences by (root, node, time), consolidated."""
+    from collections import Counter
+
+    from bench.reach import build_reach_graph
+
+    g, roots_in, edges_in, cap = build_reach_graph()
+    if not one_call:
+        for op in _reduces(g.scope.operators):
+            op.set_like = 0
+    roots_in.send_rows([(0,), (3,)], 0)
+    edges_in.send_rows(edges, 0)
+    for t, batch in enumerate(steps, start=1):
+        roots_in.advance_to(t)
+        for s, d, diff in batch:
+            edges_in.send_rows([(s, d)], t, diff)
+        edges_in.advance_to(t)
+        g.step()
+    roots_in.advance_to(len(steps) + 1)
+    edges_in.advance_to(len(steps) + 1)
+    g.step()
+    b = cap.drain()
+    acc: Counter = Counter()
+    for i in range(len(b)):
+        acc[(int(b.data[0, i]), int(b.data[1, i]), int(b.times[0, i]))] += int(b.diffs[i])
+    return {k: v for k, v in acc.items() if v}
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=14),
@@ -537,11 +569,10 @@ def _reduces(operators: list) -> list:
 )
 def test_one_call_set_step_equals_the_general_path(edges: list, steps: list) -> None:
     """Reachability (iterate of join, concat and distinct) with the distinct stepping in one
-    compiled call (``reduce_set``) and through the general driver gives the same output at
-    every time, and it is the reachable set at every time."""
+    compiled call (``reduce_set``), split in two on two threads or not, and through the
+    general driver gives the same output at every time, and it is the reachable set at every
+    time."""
     from collections import Counter
-
-    from bench.reach import build_reach_graph
 
     live: Counter = Counter(edges)
     for batch in steps:  # remove only edges that are there (else reachability may not settle)
@@ -550,28 +581,11 @@ def test_one_call_set_step_equals_the_general_path(edges: list, steps: list) -> 
             batch[i] = (s, d, diff)
             live[(s, d)] += diff
     outputs = []
-    for one_call in (True, False):
-        g, roots_in, edges_in, cap = build_reach_graph()
-        if not one_call:
-            for op in _reduces(g.scope.operators):
-                op.set_like = 0
-        roots_in.send_rows([(0,), (3,)], 0)
-        edges_in.send_rows(edges, 0)
-        for t, batch in enumerate(steps, start=1):
-            roots_in.advance_to(t)
-            for s, d, diff in batch:
-                edges_in.send_rows([(s, d)], t, diff)
-            edges_in.advance_to(t)
-            g.step()
-        roots_in.advance_to(len(steps) + 1)
-        edges_in.advance_to(len(steps) + 1)
-        g.step()
-        b = cap.drain()
-        acc: Counter = Counter()
-        for i in range(len(b)):
-            acc[(int(b.data[0, i]), int(b.data[1, i]), int(b.times[0, i]))] += int(b.diffs[i])
-        outputs.append({k: v for k, v in acc.items() if v})
-    assert outputs[0] == outputs[1]
+    for way in ("one call", "one call split in two", "general"):
+        split = every_call_split() if way == "one call split in two" else nullcontext()
+        with split:
+            outputs.append(_reach_outputs(edges, steps, one_call=way != "general"))
+    assert outputs[0] == outputs[1] == outputs[2]
     # and the accumulation at every time is what a BFS finds
     live = Counter(edges)
     for t in range(len(steps) + 1):

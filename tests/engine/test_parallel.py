@@ -1,0 +1,65 @@
+"""The two-thread helper: its setting, and that both halves run, each once, on two threads,
+with the caller's half failing only after the helper's half is done."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from engine import parallel
+from engine.errors import EngineError
+
+
+def test_thread_setting() -> None:
+    assert parallel.configured(None, 2) == 2
+    assert parallel.configured(None, 1) == 1
+    assert parallel.configured("", 8) == 2
+    assert parallel.configured("1", 8) == 1
+    assert parallel.configured(" 2 ", 1) == 2
+    with pytest.raises(EngineError, match="DIFFLOW_THREADS must be 1 or 2"):
+        parallel.configured("3", 2)
+
+
+def test_both_halves_run_on_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "_THREADS", 2)
+    here, there = parallel.both(threading.get_ident, threading.get_ident)
+    assert here == threading.get_ident() != there
+    monkeypatch.setattr(parallel, "_THREADS", 1)
+    here, there = parallel.both(threading.get_ident, threading.get_ident)
+    assert here == there == threading.get_ident()
+
+
+def test_a_failing_half_waits_for_the_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "_THREADS", 2)
+    finished = []
+
+    def slow() -> int:
+        time.sleep(0.05)
+        finished.append(True)
+        return 1
+
+    def fail() -> int:
+        raise EngineError("boom")
+
+    with pytest.raises(EngineError, match="boom"):
+        parallel.both(fail, slow)
+    assert finished == [True]
+    with pytest.raises(EngineError, match="boom"):
+        parallel.both(slow, fail)
+
+
+def test_a_forked_child_gets_its_own_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    monkeypatch.setattr(parallel, "_THREADS", 2)
+    parallel.both(int, int)  # the parent's helper thread exists
+    pid = os.fork()
+    if pid == 0:  # the child: the helper must run here too, not hang
+        signal.alarm(20)  # a hung child dies of the alarm: a non-zero exit
+        code = 0 if parallel.both(lambda: 1, lambda: 2) == (1, 2) else 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
