@@ -29,6 +29,17 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+class _Inside(threading.local):
+    helper = False  # set on the helper thread
+
+
+_inside = _Inside()
+
+
+def _mark_helper() -> None:
+    _inside.helper = True
+
+
 def _forget_pool() -> None:
     """In a forked child: the parent's helper thread is not there; make a new one on use."""
     global _pool, _pool_lock
@@ -66,13 +77,15 @@ def threads() -> int:
 def both(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
     """``(here(), there())``: ``there`` on the helper thread while ``here`` runs on this
     one (both in turn on this one when the process has one thread)."""
-    if _THREADS < 2:
-        return here(), there()
+    if _THREADS < 2 or _inside.helper:  # on the helper itself: a nested call waits for
+        return here(), there()  # nobody (the one helper thread is this one)
     global _pool
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="difflow-half")
+                _pool = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="difflow-half", initializer=_mark_helper
+                )
     future = _pool.submit(there)
     try:
         first = here()

@@ -63,3 +63,14 @@ def test_a_forked_child_gets_its_own_helper(monkeypatch: pytest.MonkeyPatch) -> 
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_call_from_the_helper_runs_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split inside a half on the helper does not wait for the (busy) helper."""
+    monkeypatch.setattr(parallel, "_THREADS", 2)
+
+    def nested() -> tuple[int, int]:
+        return parallel.both(threading.get_ident, threading.get_ident)
+
+    _, (a, b) = parallel.both(int, nested)
+    assert a == b != threading.get_ident()
