@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from engine import parallel
+
 __all__ = [
     "Row",
     "default_path",
@@ -112,7 +114,8 @@ def _git_commit() -> str | None:
 
 
 def machine_notes() -> dict[str, str]:
-    """CPU model, cores, RAM, OS, Python / numpy / scipy versions, date, git commit."""
+    """CPU model, cores, the engine's threads (``DIFFLOW_THREADS``), RAM, OS, Python /
+    numpy / scipy versions, date, git commit."""
     logical = os.cpu_count() or 0
     try:
         usable = len(os.sched_getaffinity(0))
@@ -126,6 +129,7 @@ def machine_notes() -> dict[str, str]:
     notes = {
         "CPU": _cpu_model(),
         "cores": cores,
+        "engine threads": str(parallel.threads()),
         "RAM": f"{ram} GiB" if ram is not None else "unknown",
         "OS": f"{platform.system()} {platform.release()}",
         "Python": platform.python_version(),
