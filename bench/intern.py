@@ -477,9 +477,7 @@ def main(argv: list[str] | None = None, runner: Callable[..., dict] | None = Non
     a = _parser().parse_args(argv)
     if a.report:
         result = (runner or _child)(argv)
-        path = write_report(
-            a.report, result, "python -m bench.intern " + shlex.join(argv), a.report_file
-        )
+        path = write_report(a.report, result, _command_line(argv), a.report_file)
         print(f"wrote section {a.report!r} of {path}", file=sys.stderr)
         print(json.dumps({"section": a.report, "file": str(path), "result": result}))
         return 0 if result.get("verified") is not False else 1
@@ -498,6 +496,12 @@ def main(argv: list[str] | None = None, runner: Callable[..., dict] | None = Non
         return 2
     print(json.dumps(result))
     return 0 if result["verified"] is not False else 1
+
+
+def _command_line(argv: list[str]) -> str:
+    from bench import report
+
+    return report.command("bench.intern", argv)
 
 
 if __name__ == "__main__":

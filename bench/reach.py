@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
+from bench import report
 from bench.workload import NUM_ROOTS, Workload
 
 __all__ = [
@@ -537,14 +538,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.report and a.latencies:
         parser.error("--latencies saves one engine's run: use it without --report")
     if a.report:
-        from bench import report
-
         results = {e: _run_child(e, argv) for e in ENGINES}
         path = report.write_reach_section(
             a.report,
             results["difflow"],
             results["recompute"],
-            "python -m bench.reach " + report.shell_join(argv),
+            report.command("bench.reach", argv),
             a.report_file,
         )
         print(f"wrote section {a.report!r} of {path}", file=sys.stderr)
@@ -562,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         progress=not a.quiet,
         profile=a.profile,
         latencies_path=a.latencies,
-        command="python -m bench.reach " + shlex.join(argv),
+        command=report.command("bench.reach", argv),
     )
     print(json.dumps(result))
     return 0 if result["verified"] is not False else 1

@@ -22,8 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from engine import parallel
-
 __all__ = [
     "Row",
     "default_path",
@@ -61,6 +59,14 @@ def default_path() -> Path:
 
 def shell_join(argv: Sequence[str]) -> str:
     return shlex.join(list(argv))
+
+
+def command(module: str, argv: Sequence[str]) -> str:
+    """The command line that reruns ``python -m module argv``, with the engine's thread
+    setting in front when one is set (``DIFFLOW_THREADS=1 python -m ...``)."""
+    threads = os.environ.get("DIFFLOW_THREADS", "").strip()
+    prefix = f"DIFFLOW_THREADS={shlex.quote(threads)} " if threads else ""
+    return f"{prefix}python -m {module} {shell_join(argv)}"
 
 
 # -- machine notes ------------------------------------------------------------------------
@@ -116,6 +122,8 @@ def _git_commit() -> str | None:
 def machine_notes() -> dict[str, str]:
     """CPU model, cores, the engine's threads (``DIFFLOW_THREADS``), RAM, OS, Python /
     numpy / scipy versions, date, git commit."""
+    from engine import parallel  # here: a baseline's process need not load the engine
+
     logical = os.cpu_count() or 0
     try:
         usable = len(os.sched_getaffinity(0))

@@ -734,9 +734,7 @@ def main(
                 r[k] = first.get(k)
             eps, ups = r.get("engine_updates_per_s"), r.get("updates_per_s")
             r["service_over_engine"] = round(eps / ups, 3) if eps and ups else None
-        path = write_report(
-            a.report, results, "python -m bench.serve " + shlex.join(argv), a.report_file
-        )
+        path = write_report(a.report, results, _command_line(argv), a.report_file)
         print(f"wrote section {a.report!r} of {path}", file=sys.stderr)
         print(json.dumps({"section": a.report, "file": str(path), "results": results}))
         return 0 if all(r.get("verified") for r in results.values()) else 1
@@ -753,6 +751,12 @@ def main(
     )
     print(json.dumps(result))
     return 0 if result["verified"] else 1
+
+
+def _command_line(argv: list[str]) -> str:
+    from bench import report
+
+    return report.command("bench.serve", argv)
 
 
 if __name__ == "__main__":

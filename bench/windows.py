@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             "is flat when the spread is the same at every checkpoint."
         )
         table = report.render_table(spread_rows(spread, result["baseline"], a.window, a.span))
-        own = "python -m bench.windows " + report.shell_join(sys.argv[1:] if argv is None else argv)
+        own = report.command("bench.windows", sys.argv[1:] if argv is None else argv)
         body = report.render_section(a.report, table, "\n".join([*commands, own]), text=text)
         path = report.write_section(a.report, body, a.report_file)
         print(f"wrote section {a.report!r} of {path}", file=sys.stderr)

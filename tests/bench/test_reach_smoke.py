@@ -167,3 +167,12 @@ def test_profile_covers_the_update_phase_only(tmp_path: Path) -> None:
     tree = out.read_text()
     assert "DifflowReach.apply" in tree and "Graph.step" in tree
     assert "DifflowReach.load" not in tree
+
+
+def test_report_commands_carry_the_thread_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DIFFLOW_THREADS", raising=False)
+    assert report.command("bench.reach", ["--batch", "1"]) == "python -m bench.reach --batch 1"
+    monkeypatch.setenv("DIFFLOW_THREADS", "1")
+    assert report.command("bench.reach", ["--batch", "1"]) == (
+        "DIFFLOW_THREADS=1 python -m bench.reach --batch 1"
+    )
