@@ -128,19 +128,16 @@ class Reduce(Operator):
         if delta is None:
             delta = self._no_delta
         applies, p_codes, p_keys, p_times, codes, keys, offsets, times, diffs, rows = run_set_step(
-            delta.codes,
-            delta.keys,
-            delta.offsets,
-            delta.times,
-            self.p_codes,
-            self.p_keys,
-            self.p_times,
-            self.source.spine.seek_table(),
-            self.spine.seek_table(),
-            frontier.elements,
-            self.in_layout.exact_codes,
-            self.set_like,
-            self.layout.key_index,
+            delta,
+            (self.p_codes, self.p_keys, self.p_times),
+            (
+                self.source.spine.seek_table(),
+                self.spine.seek_table(),
+                frontier.elements,
+                self.in_layout.exact_codes,
+                self.set_like,
+                self.layout.key_index,
+            ),
         )
         if not applies:
             return False

@@ -27,6 +27,7 @@ from engine import parallel
 from engine.operators.reduce_line import pinned_round
 from engine.operators.reduce_set_line import line_set_differences
 from engine.sort_kernels import key_order
+from engine.trace import TraceBatch
 
 __all__ = ["SPLIT_FROM", "StepResult", "run_set_step", "set_step"]
 
@@ -66,18 +67,7 @@ def set_step(
     exact: bool,
     at_least: int,
     columns: np.ndarray,
-) -> tuple[
-    bool,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-    np.ndarray,
-]:
+) -> StepResult:
     """One reduce step: the input delta (a trace batch's codes, keys, offsets and times)
     and the pending (code, key, time) triples in, against the input and output spines
     (their seek tables, ``Spine.seek_table``) at frontier ``felems``. Returns (applies,
@@ -292,25 +282,18 @@ def set_step(
 
 
 def run_set_step(
-    d_codes: np.ndarray,
-    d_keys: np.ndarray,
-    d_offsets: np.ndarray,
-    d_times: np.ndarray,
-    p_codes: np.ndarray,
-    p_keys: np.ndarray,
-    p_times: np.ndarray,
-    in_table: np.ndarray,
-    out_table: np.ndarray,
-    felems: np.ndarray,
-    exact: bool,
-    at_least: int,
-    columns: np.ndarray,
+    delta: TraceBatch,
+    pending: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rest: tuple[np.ndarray, np.ndarray, np.ndarray, bool, int, np.ndarray],
 ) -> StepResult:
-    """:func:`set_step`, split by key range into two calls on two threads when the step is
-    big (``SPLIT_FROM``). Keys sharing a code stay in one half. Every half's new times pin
-    the same round when each applies (the frontier holds ``(0, r + 1)`` for one ``r``),
-    so the halves apply together exactly when the whole does."""
-    rest = (in_table, out_table, felems, exact, at_least, columns)
+    """:func:`set_step` of the input ``delta`` and the ``pending`` (codes, keys, times), with
+    the ``rest`` of its arguments (the spines' seek tables, the frontier, exact, at_least,
+    columns), split by key range into two calls on two threads when the step is big
+    (``SPLIT_FROM``). Keys sharing a code stay in one half. Every half's new times pin the
+    same round when each applies (the frontier holds ``(0, r + 1)`` for one ``r``), so the
+    halves apply together exactly when the whole does."""
+    d_codes, d_keys, d_offsets, d_times = delta.codes, delta.keys, delta.offsets, delta.times
+    p_codes, p_keys, p_times = pending
     cut = None
     if parallel.threads() > 1 and d_times.shape[1] + p_codes.shape[0] >= SPLIT_FROM:
         cut = _cut(d_codes, p_codes)
