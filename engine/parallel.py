@@ -18,9 +18,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
+import numpy as np
+
 from engine.errors import EngineError
 
-__all__ = ["both", "configured", "threads"]
+__all__ = ["both", "configured", "middle_cut", "threads"]
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -93,3 +95,19 @@ def both(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
         wait([future])  # the helper's half must not outlive the call
         raise
     return first, future.result()
+
+
+def middle_cut(codes: list[np.ndarray]) -> np.ndarray | None:
+    """Where each of several ascending code arrays splits in two: before the middle code of
+    the longest (after it, when that is every array's least code), so that equal codes stay
+    on one side. None when one side would be empty."""
+    total = sum(len(c) for c in codes)
+    if total < 2:
+        return None
+    longest = max(codes, key=len)
+    pivot = longest[len(longest) // 2]
+    for side in ("left", "right"):
+        cut = np.array([np.searchsorted(c, pivot, side) for c in codes], dtype=np.int64)
+        if 0 < int(cut.sum()) < total:
+            return cut
+    return None

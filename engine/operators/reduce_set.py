@@ -296,10 +296,10 @@ def run_set_step(
     p_codes, p_keys, p_times = pending
     cut = None
     if parallel.threads() > 1 and d_times.shape[1] + p_codes.shape[0] >= SPLIT_FROM:
-        cut = _cut(d_codes, p_codes)
+        cut = parallel.middle_cut([d_codes, p_codes])
     if cut is None:
         return set_step(d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, *rest)
-    i, j = cut
+    i, j = int(cut[0]), int(cut[1])
 
     def low() -> StepResult:
         return set_step(
@@ -341,20 +341,3 @@ def run_set_step(
         np.concatenate([a[8], b[8]]),
         np.concatenate([a[9], b[9]], axis=1),
     )
-
-
-def _cut(d_codes: np.ndarray, p_codes: np.ndarray) -> tuple[int, int] | None:
-    """Where the delta's keys and the pending triples split: below and from the code at the
-    middle of the longer of the two; None when one half would be empty."""
-    nd, n_pend = d_codes.shape[0], p_codes.shape[0]
-    if nd + n_pend < 2:
-        return None
-    pivot = d_codes[nd // 2] if nd >= n_pend else p_codes[n_pend // 2]
-    i = int(np.searchsorted(d_codes, pivot, "left"))
-    j = int(np.searchsorted(p_codes, pivot, "left"))
-    if i == 0 and j == 0:  # the least code is the middle one: split after it instead
-        i = int(np.searchsorted(d_codes, pivot, "right"))
-        j = int(np.searchsorted(p_codes, pivot, "right"))
-    if (i == 0 and j == 0) or (i == nd and j == n_pend):
-        return None
-    return i, j

@@ -136,7 +136,7 @@ class TraceBatch:
         exact = layout.exact_codes
         cut = None
         if parallel.threads() > 1 and int(table[:, 7].sum()) >= MERGE_SPLIT_FROM:
-            cut = _key_cut(parts)
+            cut = parallel.middle_cut([p.codes for p in parts])
         if cut is None:
             codes, keys, offsets, vals, times, diffs, row = merge_whole(table, kk, kv, s, exact)
             return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
@@ -239,17 +239,3 @@ class TraceBatch:
             + self.times.nbytes
             + self.diffs.nbytes
         )
-
-
-def _key_cut(parts: list[TraceBatch]) -> np.ndarray | None:
-    """Per part, the first key at or above the middle key code of the biggest part (after
-    it, when that is every part's least code): where a merge splits in two. None when one
-    side would be empty."""
-    biggest = max(parts, key=len)
-    pivot = biggest.codes[biggest.nkeys // 2]
-    for side in ("left", "right"):
-        cut = np.array([np.searchsorted(p.codes, pivot, side) for p in parts], dtype=np.int64)
-        total = int(cut.sum())
-        if 0 < total < sum(p.nkeys for p in parts):
-            return cut
-    return None
