@@ -62,10 +62,13 @@ def shell_join(argv: Sequence[str]) -> str:
 
 
 def command(module: str, argv: Sequence[str]) -> str:
-    """The command line that reruns ``python -m module argv``, with the engine's thread
-    setting in front when one is set (``DIFFLOW_THREADS=1 python -m ...``)."""
-    threads = os.environ.get("DIFFLOW_THREADS", "").strip()
-    prefix = f"DIFFLOW_THREADS={shlex.quote(threads)} " if threads else ""
+    """The command line that reruns ``python -m module argv``, with the engine's thread and
+    allocator settings in front when they are set (``DIFFLOW_THREADS=1 python -m ...``)."""
+    prefix = ""
+    for name in ("DIFFLOW_THREADS", "DIFFLOW_MALLOC"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            prefix += f"{name}={shlex.quote(value)} "
     return f"{prefix}python -m {module} {shell_join(argv)}"
 
 
@@ -120,9 +123,9 @@ def _git_commit() -> str | None:
 
 
 def machine_notes() -> dict[str, str]:
-    """CPU model, cores, the engine's threads (``DIFFLOW_THREADS``), RAM, OS, Python /
-    numpy / scipy versions, date, git commit."""
-    from engine import parallel  # here: a baseline's process need not load the engine
+    """CPU model, cores, the engine's threads (``DIFFLOW_THREADS``) and allocator setting
+    (``DIFFLOW_MALLOC``), RAM, OS, Python / numpy / scipy versions, date, git commit."""
+    from engine import allocator, parallel  # here: a baseline's process need not load the engine
 
     logical = os.cpu_count() or 0
     try:
@@ -138,6 +141,7 @@ def machine_notes() -> dict[str, str]:
         "CPU": _cpu_model(),
         "cores": cores,
         "engine threads": str(parallel.threads()),
+        "allocator": allocator.setting(),
         "RAM": f"{ram} GiB" if ram is not None else "unknown",
         "OS": f"{platform.system()} {platform.release()}",
         "Python": platform.python_version(),

@@ -13,7 +13,10 @@ Build a dataflow on a :class:`Graph`, feed it through :class:`InputHandle` objec
     out = reach.capture()
 """
 
-from engine import jit_cache  # noqa: F401 (first: where the kernels defined below are cached)
+from engine import (
+    allocator,  # noqa: F401 (freed memory kept for the next step: see there)
+    jit_cache,  # noqa: F401 (before any kernel: where the kernels below are cached)
+)
 from engine.batch import UpdateBatch
 from engine.collection import Arrangement, Collection, iterate
 from engine.consolidate import consolidate

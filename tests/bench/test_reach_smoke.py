@@ -169,10 +169,17 @@ def test_profile_covers_the_update_phase_only(tmp_path: Path) -> None:
     assert "DifflowReach.load" not in tree
 
 
-def test_report_commands_carry_the_thread_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_report_commands_carry_the_engine_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DIFFLOW_THREADS", raising=False)
+    monkeypatch.delenv("DIFFLOW_MALLOC", raising=False)
     assert report.command("bench.reach", ["--batch", "1"]) == "python -m bench.reach --batch 1"
     monkeypatch.setenv("DIFFLOW_THREADS", "1")
     assert report.command("bench.reach", ["--batch", "1"]) == (
         "DIFFLOW_THREADS=1 python -m bench.reach --batch 1"
     )
+    monkeypatch.setenv("DIFFLOW_MALLOC", "system")
+    assert report.command("bench.reach", ["--batch", "1"]) == (
+        "DIFFLOW_THREADS=1 DIFFLOW_MALLOC=system python -m bench.reach --batch 1"
+    )
+    notes = report.machine_notes()
+    assert notes["engine threads"] in ("1", "2") and notes["allocator"]
