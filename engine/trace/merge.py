@@ -8,12 +8,12 @@ Every batch holds its distinct keys sorted by (code, key) and each key's records
   time) records and dropping those that cancel;
 * otherwise (more batches, or times the frontier moves, which can put a key's records out
   of order and make distinct times equal) the key's records are gathered with their
-  advanced times, ordered and consolidated: up to ``_SMALL_GROUP`` of them by insertion,
-  comparing their columns and summing each record into an equal one already placed (a
-  compaction makes many records equal: each goes past only the distinct ones); more are
-  each packed with their values into one integer (relative to the key's own least values;
-  a key whose values span more than 63 bits in all is ranked by insertion instead) and
-  their ascending runs merged.
+  advanced times, ordered and consolidated: by insertion while at most ``_SMALL_GROUP`` of
+  them are distinct, comparing their columns and summing each record into an equal one
+  already placed (a compaction makes many records equal: each goes past only the distinct
+  ones); a key with more distinct records has each packed with its values into one integer
+  (relative to the key's own least values; a key whose values span more than 63 bits in
+  all is ranked by insertion instead) and their ascending runs merged.
 
 A merge of two batches whose times the frontier does not move (the spine's common merge)
 walks their two key lists in one loop of its own (``_merge_pair``), with both batches'
@@ -43,7 +43,7 @@ from engine.trace.seek import batch_arrays
 
 __all__ = ["merge_table", "merge_whole"]
 
-_SMALL_GROUP = 64  # a key's gathered records up to this many are ordered by insertion
+_SMALL_GROUP = 64  # a key's gathered records are ordered by insertion while this few are distinct
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -110,9 +110,9 @@ def _pack(cols: np.ndarray, m: int, packed: np.ndarray) -> bool:
 def _order_packed(
     packed: np.ndarray, m: int, perm: np.ndarray, buf: np.ndarray, starts: np.ndarray
 ) -> np.ndarray:
-    """The order of ``packed[:m]`` (a key's records beyond ``_SMALL_GROUP``), by merging
-    its ascending runs (their starts go in ``starts``) two at a time. Returns the array
-    (``perm`` or ``buf``) whose first ``m`` entries hold it."""
+    """The order of ``packed[:m]`` (a key's records, more than ``_SMALL_GROUP`` of them
+    distinct), by merging its ascending runs (their starts go in ``starts``) two at a time.
+    Returns the array (``perm`` or ``buf``) whose first ``m`` entries hold it."""
     for i in range(m):
         perm[i] = i
     runs = 0
@@ -476,32 +476,36 @@ def merge_table(
                         g_cols[kv + c, m] = t
                     g_diffs[m] = diffs[p]
                     m += 1
-            if m <= _SMALL_GROUP:  # by insertion, comparing in place (no calls per key)
-                # each record goes into the sorted distinct records so far (``perm``), or
-                # adds to the one equal to it (sums in ``buf``): compaction makes many equal
-                width = kv + d
-                u_ = 0
-                for x in range(m):
-                    j = u_ - 1
-                    cmp = -1
-                    while j >= 0:
-                        cmp = 0
-                        for c in range(width):
-                            if g_cols[c, perm[j]] != g_cols[c, x]:
-                                cmp = 1 if g_cols[c, perm[j]] > g_cols[c, x] else -1
-                                break
-                        if cmp <= 0:
+            # by insertion, comparing in place (no calls per key): each record goes into the
+            # sorted distinct records so far (``perm``), or adds to the one equal to it (sums
+            # in ``buf``; compaction makes many equal), until more than ``_SMALL_GROUP`` are
+            # distinct (then the records are packed and merged in runs instead)
+            width = kv + d
+            u_ = 0
+            for x in range(m):
+                if u_ > _SMALL_GROUP:
+                    break
+                j = u_ - 1
+                cmp = -1
+                while j >= 0:
+                    cmp = 0
+                    for c in range(width):
+                        if g_cols[c, perm[j]] != g_cols[c, x]:
+                            cmp = 1 if g_cols[c, perm[j]] > g_cols[c, x] else -1
                             break
-                        j -= 1
-                    if j >= 0 and cmp == 0:
-                        buf[j] += g_diffs[x]
-                        continue
-                    for i in range(u_, j + 1, -1):
-                        perm[i] = perm[i - 1]
-                        buf[i] = buf[i - 1]
-                    perm[j + 1] = x
-                    buf[j + 1] = g_diffs[x]
-                    u_ += 1
+                    if cmp <= 0:
+                        break
+                    j -= 1
+                if j >= 0 and cmp == 0:
+                    buf[j] += g_diffs[x]
+                    continue
+                for i in range(u_, j + 1, -1):
+                    perm[i] = perm[i - 1]
+                    buf[i] = buf[i - 1]
+                perm[j + 1] = x
+                buf[j + 1] = g_diffs[x]
+                u_ += 1
+            if u_ <= _SMALL_GROUP:
                 for i in range(u_):
                     if buf[i] != 0:
                         head = perm[i]
