@@ -4,8 +4,10 @@ Every batch holds its distinct keys sorted by (code, key) and each key's records
 (value, time), consolidated. The merge walks the batches' keys together, least key first:
 
 * a key found in one batch, whose times the frontier does not move, is copied as it lies;
-* a key found in two such batches merges their two sorted runs, summing equal (value,
-  time) records and dropping those that cancel;
+* in a merge of two batches whose times the frontier does not move (the spine's common
+  merge; ``_merge_pair``, a loop of its own with both batches' arrays in hand), a key found
+  in both merges their two sorted runs, summing equal (value, time) records and dropping
+  those that cancel;
 * otherwise (more batches, or times the frontier moves, which can put a key's records out
   of order and make distinct times equal) the key's records are gathered with their
   advanced times, ordered and consolidated: by insertion while at most ``_SMALL_GROUP`` of
@@ -15,11 +17,6 @@ Every batch holds its distinct keys sorted by (code, key) and each key's records
   (relative to the key's own least values; a key whose values span more than 63 bits in
   all is ranked by insertion instead) and their ascending runs merged.
 
-A merge of two batches whose times the frontier does not move (the spine's common merge)
-walks their two key lists in one loop of its own (``_merge_pair``), with both batches'
-arrays in hand: the general walk's per-key steps over the seek table cost it more than half
-again (1k/2k reach's merges: 11.4 against 8.8 ns a record).
-
 Only one key's records move together, nothing is unpacked per record, and no comparison
 looks beyond one key. Whether the frontier moves a batch's times is decided per batch: it
 does not when the least time of each coordinate is already at or beyond one of its
@@ -27,7 +24,8 @@ elements. The result is what sorting the union would give (``TraceBatch.from_rec
 tests compare the two.
 
 The comparisons of batch records take arrays viewed in place (no reference counts) and are
-inlined into the numba IR; a key's gathered records (reference-counted scratch) are
+written out where they run per record (an inlined helper, ``_record_order``, compiled to
+code three times slower); a key's gathered records (reference-counted scratch) are
 compared in place when few, and through packed integers by helpers called once per key
 when many: a compiled helper that takes reference-counted arrays costs atomic reference
 counts per call.
@@ -429,35 +427,6 @@ def merge_table(
                     o_times[c, w] = times[c, p]
                 o_diffs[w] = diffs[p]
                 w += 1
-        elif r == 2 and not moved:  # two sorted runs: merged, equal records summed
-            _, _, a_offsets, a_vals, a_times, a_diffs = batch_arrays(table, member[0], kk, kv, d)
-            _, _, b_offsets, b_vals, b_times, b_diffs = batch_arrays(table, member[1], kk, kv, d)
-            i, i_end = a_offsets[pos[member[0]]], a_offsets[pos[member[0]] + 1]
-            j, j_end = b_offsets[pos[member[1]]], b_offsets[pos[member[1]] + 1]
-            while i < i_end or j < j_end:
-                if j == j_end:
-                    order = -1
-                elif i == i_end:
-                    order = 1
-                else:
-                    order = _record_order(a_vals, a_times, i, b_vals, b_times, j)
-                if order <= 0:
-                    for c in range(kv):
-                        o_vals[c, w] = a_vals[c, i]
-                    for c in range(d):
-                        o_times[c, w] = a_times[c, i]
-                    o_diffs[w] = a_diffs[i] + (b_diffs[j] if order == 0 else 0)
-                    i += 1
-                    j += 1 if order == 0 else 0
-                else:
-                    for c in range(kv):
-                        o_vals[c, w] = b_vals[c, j]
-                    for c in range(d):
-                        o_times[c, w] = b_times[c, j]
-                    o_diffs[w] = b_diffs[j]
-                    j += 1
-                if o_diffs[w] != 0:
-                    w += 1
         else:  # more runs, or times that move: gather, order, consolidate
             m = 0
             for i in range(r):
