@@ -246,30 +246,23 @@ def _merge_pair(
                     side = -1 if a_kcols[c, i] < b_kcols[c, j] else 1
                     break
         start = w
-        if side < 0:
-            o_codes[u] = a_codes[i]
+        if side != 0:  # a key in one batch: copied as it lies
+            codes, kcols, offsets, vals, times, diffs = a if side < 0 else b
+            k = i if side < 0 else j
+            o_codes[u] = codes[k]
             for c in range(kk):
-                o_keys[c, u] = a_kcols[c, i]
-            for p in range(a_offsets[i], a_offsets[i + 1]):
+                o_keys[c, u] = kcols[c, k]
+            for p in range(offsets[k], offsets[k + 1]):
                 for c in range(kv):
-                    o_vals[c, w] = a_vals[c, p]
+                    o_vals[c, w] = vals[c, p]
                 for c in range(d):
-                    o_times[c, w] = a_times[c, p]
-                o_diffs[w] = a_diffs[p]
+                    o_times[c, w] = times[c, p]
+                o_diffs[w] = diffs[p]
                 w += 1
-            i += 1
-        elif side > 0:
-            o_codes[u] = b_codes[j]
-            for c in range(kk):
-                o_keys[c, u] = b_kcols[c, j]
-            for q in range(b_offsets[j], b_offsets[j + 1]):
-                for c in range(kv):
-                    o_vals[c, w] = b_vals[c, q]
-                for c in range(d):
-                    o_times[c, w] = b_times[c, q]
-                o_diffs[w] = b_diffs[q]
-                w += 1
-            j += 1
+            if side < 0:
+                i += 1
+            else:
+                j += 1
         else:
             o_codes[u] = a_codes[i]
             for c in range(kk):
