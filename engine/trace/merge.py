@@ -208,6 +208,47 @@ def _consolidate(
 
 
 @njit(cache=True, nogil=True)
+def _outputs(
+    nk: int, n: int, kk: int, kv: int, d: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A merge's output arrays (codes, keys, offsets, vals, times, diffs) for at most ``nk``
+    keys and ``n`` records."""
+    return (
+        np.empty(nk, np.int64),
+        np.empty((kk, nk), np.int64),
+        np.empty(nk + 1, np.int64),
+        np.empty((kv, n), np.int64),
+        np.empty((d, n), np.int64),
+        np.empty(n, np.int64),
+    )
+
+
+@njit(cache=True, nogil=True)
+def _trimmed(
+    o_codes: np.ndarray,
+    o_keys: np.ndarray,
+    o_offsets: np.ndarray,
+    o_vals: np.ndarray,
+    o_times: np.ndarray,
+    o_diffs: np.ndarray,
+    u: int,
+    w: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A merge's output arrays cut to the ``u`` keys and ``w`` records it wrote (as they
+    are when nothing cancelled)."""
+    if u == o_codes.shape[0] and w == o_diffs.shape[0]:
+        return o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs
+    return (
+        o_codes[:u].copy(),
+        o_keys[:, :u].copy(),
+        o_offsets[: u + 1].copy(),
+        o_vals[:, :w].copy(),
+        o_times[:, :w].copy(),
+        o_diffs[:w].copy(),
+    )
+
+
+@njit(cache=True, nogil=True)
 def _merge_pair(
     a: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     b: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
@@ -225,12 +266,7 @@ def _merge_pair(
     i, i_end = a_keys
     j, j_end = b_keys
     nk = i_end - i + j_end - j
-    o_codes = np.empty(nk, np.int64)
-    o_keys = np.empty((kk, nk), np.int64)
-    o_offsets = np.empty(nk + 1, np.int64)
-    o_vals = np.empty((kv, n), np.int64)
-    o_times = np.empty((d, n), np.int64)
-    o_diffs = np.empty(n, np.int64)
+    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = _outputs(nk, n, kk, kv, d)
     u = w = 0
     while i < i_end or j < j_end:
         if j == j_end:
@@ -308,16 +344,7 @@ def _merge_pair(
             o_offsets[u] = start
             u += 1
     o_offsets[u] = w
-    if u == nk and w == n:
-        return o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs
-    return (
-        o_codes[:u].copy(),
-        o_keys[:, :u].copy(),
-        o_offsets[: u + 1].copy(),
-        o_vals[:, :w].copy(),
-        o_times[:, :w].copy(),
-        o_diffs[:w].copy(),
-    )
+    return _trimmed(o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs, u, w)
 
 
 @njit(cache=True, nogil=True)
@@ -358,12 +385,7 @@ def merge_table(
         for k in range(key_lo[b], key_hi[b]):
             longest = max(longest, offsets[k + 1] - offsets[k])
         most += longest
-    o_codes = np.empty(nk, np.int64)
-    o_keys = np.empty((kk, nk), np.int64)
-    o_offsets = np.empty(nk + 1, np.int64)
-    o_vals = np.empty((kv, n), np.int64)
-    o_times = np.empty((d, n), np.int64)
-    o_diffs = np.empty(n, np.int64)
+    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = _outputs(nk, n, kk, kv, d)
     pos = key_lo.copy()
     member = np.empty(nb, np.int64)  # the batches holding the least key
     # a key's gathered records: value columns then times, diffs, packed, and their order
@@ -491,16 +513,7 @@ def merge_table(
         if w > start:
             u += 1
     o_offsets[u] = w
-    if u == nk and w == n:
-        return o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs
-    return (
-        o_codes[:u].copy(),
-        o_keys[:, :u].copy(),
-        o_offsets[: u + 1].copy(),
-        o_vals[:, :w].copy(),
-        o_times[:, :w].copy(),
-        o_diffs[:w].copy(),
-    )
+    return _trimmed(o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs, u, w)
 
 
 @njit(cache=True, nogil=True)
