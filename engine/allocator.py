@@ -34,8 +34,8 @@ from engine.errors import EngineError
 __all__ = ["SETTINGS", "configured", "setting"]
 
 _MIB = 1 << 20
-# mallopt's parameter numbers (malloc.h) and the values set
-SETTINGS = {-3: 32 * _MIB, -1: 128 * _MIB, -2: 16 * _MIB}  # MMAP_THRESHOLD, TRIM_THRESHOLD, TOP_PAD
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # mallopt's parameters (malloc.h)
+SETTINGS = {_M_MMAP_THRESHOLD: 32 * _MIB, _M_TRIM_THRESHOLD: 128 * _MIB, _M_TOP_PAD: 16 * _MIB}
 _GLIBC_OWN = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_")
 
 
