@@ -26,6 +26,7 @@ from engine.sort_kernels import (
 )
 from engine.trace.layout import Layout
 from engine.trace.merge import merge_table, merge_whole
+from engine.trace.packed_arrange import packed_arrange
 from engine.trace.seek import RADIX_FROM, radix_index, table_row
 
 __all__ = ["MERGE_SPLIT_FROM", "TraceBatch"]
@@ -91,24 +92,27 @@ class TraceBatch:
         diffs: np.ndarray,
         since: Antichain | None = None,
     ) -> TraceBatch:
-        """Sort, advance times by ``since``, consolidate, and index records by key."""
+        """Sort, advance times by ``since``, consolidate, and index records by key: by one
+        packed sort (``packed_arrange``) where values and times allow, else by the general
+        sorts."""
         n = diffs.shape[0]
         if n == 0:
             return cls.empty(layout, times.shape[0])
         if since is not None:
             times = advance_by(times, since)
+        codes, keys = np.ascontiguousarray(codes), np.ascontiguousarray(keys)
+        vals, times = np.ascontiguousarray(vals), np.ascontiguousarray(times)
+        if n >= PACKED_FROM:
+            packed = packed_arrange(
+                codes, keys, vals, times, np.ascontiguousarray(diffs), layout.exact_codes
+            )
+            if packed is not None:
+                return cls(*packed)
         if layout.exact_codes:
             first, sums = consolidate_rows_order([codes, *vals, *times], diffs)
         else:
             first, sums = consolidate_hashed(codes, keys, [*vals, *times], diffs)
-        arrays = trace_arrays(
-            first,
-            np.ascontiguousarray(codes),
-            np.ascontiguousarray(keys),
-            np.ascontiguousarray(vals),
-            np.ascontiguousarray(times),
-            layout.exact_codes,
-        )
+        arrays = trace_arrays(first, codes, keys, vals, times, layout.exact_codes)
         return cls(*arrays, sums)
 
     @classmethod
