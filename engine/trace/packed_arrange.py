@@ -17,7 +17,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.trace.seek import prefetch
+
 __all__ = ["packed_arrange"]
+
+_AHEAD = 16  # records ahead whose memory is asked for
 
 PackedArrays = tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
@@ -103,6 +107,13 @@ def _arrays(
     prev, prev_code = np.int64(-1), np.int64(0)
     i = 0
     while i < n:
+        if i + _AHEAD < n:  # ask for the memory of a record a few places ahead
+            a = np.int64(packed[i + _AHEAD] & low)
+            prefetch(diffs.ctypes.data + 8 * a)
+            if drop:
+                prefetch(codes.ctypes.data + 8 * a)
+            for c in range(0 if exact else kk):
+                prefetch(keys.ctypes.data + 8 * (c * n + a))
         x = np.int64(packed[i] & low)
         high = packed[i] >> ib
         # the code: read where its low bits were dropped, else out of the packed bits

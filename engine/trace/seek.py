@@ -7,7 +7,7 @@ calls per batch for this; these need one call per spine (numba, cached on disk):
 batches' arrays are passed as a table of their addresses (``TraceBatch.addresses``) and
 viewed in place, since a call per batch (several µs of dispatch each) costs more than the
 seeks of a small query. In big batches every step of a seek misses the cache; the loops ask
-for the memory of the query a few places ahead (``_prefetch``), so misses overlap.
+for the memory of the query a few places ahead (``prefetch``), so misses overlap.
 ``engine.trace.cursor`` and ``operators.join.join_pairs`` hold the numpy references the
 tests compare against.
 """
@@ -31,6 +31,7 @@ __all__ = [
     "batch_records",
     "gather_spine",
     "join_spine",
+    "prefetch",
     "prefetch_records",
     "radix_index",
     "record_ranges",
@@ -68,7 +69,7 @@ def _prefetch_typing(typingctx: Any, address: Any) -> Any:
 
 # Start loading the cache line at an address, without waiting for it: seeks into big
 # batches miss the cache at every step, and asking a few queries ahead overlaps the misses.
-_prefetch: Any = intrinsic(_prefetch_typing)
+prefetch: Any = intrinsic(_prefetch_typing)
 _AHEAD = 8  # queries ahead whose memory is asked for
 
 
@@ -158,13 +159,13 @@ def _find_all(
             a = i + 2 * _AHEAD  # its bucket's bounds first, then the bucket itself
             if a < nq and q_codes[a] > codes[0]:
                 b = min(_bucket(codes, q_codes[a], shift), last)
-                _prefetch(radix.ctypes.data + 8 * b)
+                prefetch(radix.ctypes.data + 8 * b)
             a = i + _AHEAD
             if a < nq and q_codes[a] > codes[0]:
                 j = radix[min(_bucket(codes, q_codes[a], shift), last)]
-                _prefetch(codes.ctypes.data + 8 * j)
+                prefetch(codes.ctypes.data + 8 * j)
                 for r in range(keys.shape[0]):
-                    _prefetch(keys.ctypes.data + 8 * (r * keys.shape[1] + j))
+                    prefetch(keys.ctypes.data + 8 * (r * keys.shape[1] + j))
             lo = _radix_lower_bound(codes, q_codes[i], radix, shift)
             hit[i] = _find(lo, q_codes[i], q_keys, i, codes, keys, exact)
         return hit
@@ -331,7 +332,7 @@ def record_ranges(
         offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
         for i in range(nq):
             if i + _AHEAD < nq and starts[b, i + _AHEAD] >= 0:
-                _prefetch(table[b, 2] + 8 * starts[b, i + _AHEAD])
+                prefetch(table[b, 2] + 8 * starts[b, i + _AHEAD])
             j = starts[b, i]
             if j >= 0:
                 starts[b, i], ends[b, i] = offsets[j], offsets[j + 1]
@@ -368,8 +369,8 @@ def prefetch_records(table: np.ndarray, b: int, rec: int, d: int) -> None:
     """Ask for the memory of record ``rec`` of batch ``b`` (its times and diff)."""
     nr = table[b, 7]
     for c in range(d):
-        _prefetch(table[b, 4] + 8 * (c * nr + rec))
-    _prefetch(table[b, 5] + 8 * rec)
+        prefetch(table[b, 4] + 8 * (c * nr + rec))
+    prefetch(table[b, 5] + 8 * rec)
 
 
 @njit(cache=True, nogil=True)
