@@ -172,10 +172,12 @@ def packed_arrange(
     exact: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(key codes, keys, offsets, vals, times, diffs) of the trace batch holding the
-    records (``codes`` of their ``keys``, exact or hashes; C-contiguous int64 arrays), or
-    None where packing does not apply."""
+    records (``codes`` of their ``keys``, exact or hashes; C-contiguous arrays), or None
+    where packing does not apply (arrays not int64, too wide, or a failed check)."""
     if codes.shape[0] == 0:
         return None
+    if any(a.dtype != np.int64 for a in (codes, keys, vals, times, diffs)):
+        return None  # offsets from the least value are defined here for int64 only
     ok, packed, layout, least = _pack(codes, vals, times)
     if not ok:
         return None

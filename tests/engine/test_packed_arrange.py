@@ -102,3 +102,4 @@ def test_packed_arrange_applies_to_hashed_keys_at_many_times() -> None:
     assert packed_arrange(codes, keys, wide, times, diffs, False) is None
     collide = np.zeros(n, np.int64)  # one code for every key
     assert packed_arrange(collide, keys, vals, times, diffs, False) is None
+    assert packed_arrange(codes, keys, vals.astype(np.float64), times, diffs, False) is None
