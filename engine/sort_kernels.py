@@ -26,6 +26,7 @@ __all__ = [
     "ROW_WIDTH",
     "arrange_rows",
     "batch_row",
+    "bit_width",
     "column_less",
     "consolidate_columns",
     "consolidate_hashed",
@@ -91,6 +92,15 @@ def kernel_row(
     if codes.shape[0] >= RADIX_FROM:
         return np.zeros(0, np.int64)
     return batch_row(codes, keys, offsets, vals, times, diffs)
+
+
+@njit(cache=True, nogil=True)
+def bit_width(span: np.uint64) -> int:
+    """Bits needed to hold the unsigned ``span``."""
+    width = 0
+    while width < 64 and (span >> np.uint64(width)) != 0:
+        width += 1
+    return width
 
 
 @njit(cache=True, nogil=True)
@@ -193,9 +203,7 @@ def _bucket_argsort(values: np.ndarray) -> tuple[bool, np.ndarray]:
         return True, order
     lo, hi = values.min(), values.max()
     span = np.uint64(hi) - np.uint64(lo)  # exact in unsigned arithmetic
-    width = 0  # bits of the span
-    while width < 64 and (span >> np.uint64(width)) != 0:
-        width += 1
+    width = bit_width(span)
     target = 1
     while (1 << target) < n:
         target += 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.sort_kernels import bit_width
 from engine.trace.seek import prefetch
 
 __all__ = ["packed_arrange"]
@@ -24,15 +25,6 @@ __all__ = ["packed_arrange"]
 _AHEAD = 16  # records ahead whose memory is asked for
 
 PackedArrays = tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
-@njit(cache=True, nogil=True)
-def _bits(span: np.uint64) -> int:
-    """Bits needed to hold ``span``."""
-    width = 0
-    while width < 64 and (span >> np.uint64(width)) != 0:
-        width += 1
-    return width
 
 
 @njit(cache=True, nogil=True)
@@ -48,7 +40,7 @@ def _pack(
     r = kv + d
     layout = np.zeros(2 + r, np.int64)
     least = np.zeros(1 + r, np.int64)
-    ib = max(1, _bits(np.uint64(n - 1)))
+    ib = max(1, bit_width(np.uint64(n - 1)))
     total = ib
     for j in range(r + 1):
         col = codes if j == 0 else (vals[j - 1] if j - 1 < kv else times[j - 1 - kv])
@@ -57,7 +49,7 @@ def _pack(
             lo = min(lo, col[i])
             hi = max(hi, col[i])
         least[j] = lo
-        width = _bits(np.uint64(hi) - np.uint64(lo))
+        width = bit_width(np.uint64(hi) - np.uint64(lo))
         if j:
             layout[1 + j] = width
         total += width
