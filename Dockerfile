@@ -18,7 +18,8 @@ COPY api ./api
 COPY clients ./clients
 COPY bench ./bench
 RUN pip install --no-cache-dir . \
-    && python -c "import engine, service, api, clients"
+    && python -c "import engine, service, api, clients" \
+    && difflow warmup
 
 VOLUME ["/data"]
 EXPOSE 8000

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from service.settings import Settings
+from service.warmup import start_background
 
 __all__ = ["main"]
 
@@ -58,6 +59,7 @@ def main(
     subscriber_buffer: int | None = None,
     heartbeat_s: float | None = None,
     history: int | None = None,
+    warmup: bool | None = None,
 ) -> None:
     settings = Settings.from_env(
         host=host,
@@ -68,6 +70,7 @@ def main(
         subscriber_buffer=subscriber_buffer,
         heartbeat_s=heartbeat_s,
         history=history,
+        warmup=warmup,
     )
     logging.basicConfig(
         level=logging.INFO,
@@ -88,7 +91,14 @@ def main(
     # is a clean exit.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_cleanly)
-    _Server(config, app).run()
+    # a fresh install compiles the engine's kernels in a child process while this one serves
+    warmer = start_background() if settings.warmup else None
+    try:
+        _Server(config, app).run()
+    finally:
+        if warmer is not None and warmer.poll() is None:
+            warmer.terminate()
+            warmer.wait()
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -87,6 +87,13 @@ def serve(
     history: Annotated[
         int, typer.Option(envvar="DIFFLOW_HISTORY", help="times kept queryable behind the frontier")
     ] = 1000,
+    warmup: Annotated[
+        bool,
+        typer.Option(
+            envvar="DIFFLOW_WARMUP",
+            help="compile the engine's kernels in a background process when not cached yet",
+        ),
+    ] = True,
 ) -> None:
     """Run the server (engine embedded; local Spark started on the first load)."""
     import api.server
@@ -101,7 +108,21 @@ def serve(
         subscriber_buffer=subscriber_buffer,
         heartbeat_s=heartbeat_s,
         history=history,
+        warmup=warmup,
     )
+
+
+@app.command()
+def warmup() -> None:
+    """Compile and cache the engine's kernels now, as a fresh server does in the background
+    (e.g. in a Docker build, so containers start with them)."""
+    from service.warmup import warm
+
+    result = warm(quiet=True)
+    if result["ran"]:
+        typer.echo(f"engine kernels compiled and cached in {result['seconds']:.1f} s")
+    else:
+        typer.echo("another warm-up is running; its kernels will be cached when it ends")
 
 
 def _column_spec(spec: str) -> tuple[str, str]:

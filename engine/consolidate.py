@@ -59,8 +59,9 @@ def consolidate(batch: UpdateBatch) -> UpdateBatch:
     n = len(batch)
     if n == 0:
         return batch
-    if n < sort_kernels.PACKED_FROM:  # few rows: one compiled call
-        return UpdateBatch(*sort_kernels.consolidate_columns(batch.data, batch.times, batch.diffs))
+    if n < sort_kernels.PACKED_FROM:  # few rows: one compiled call (C order: one signature)
+        data, times = np.ascontiguousarray(batch.data), np.ascontiguousarray(batch.times)
+        return UpdateBatch(*sort_kernels.consolidate_columns(data, times, batch.diffs))
     keys = [*batch.data, *batch.times]
     order = lex_order(keys)
     sorted_keys = [k[order] for k in keys]

@@ -8,7 +8,8 @@ One hierarchy, each class with a wire ``code`` and an HTTP ``status``::
      ├── Conflict        409  conflict         name taken, still read, time not beyond frontier
      ├── TooLarge        413  too_large        body or batch over the configured limit
      ├── Invalid         422  invalid          JSON that does not fit: columns, types, plans
-     └── LoadError       422  load_failed      a Spark load that cannot run (see .code)
+     ├── LoadError       422  load_failed      a Spark load that cannot run (see .code)
+     └── WarmupError     500  warmup_failed    the kernel warm-up got an unexpected answer
 
 ``message`` says what was wrong and how to fix it; ``detail`` is JSON-able context (for
 plans, ``{"path": "query.body.reach.left"}``).
@@ -26,6 +27,7 @@ __all__ = [
     "NotFound",
     "ServiceError",
     "TooLarge",
+    "WarmupError",
 ]
 
 
@@ -76,3 +78,9 @@ class LoadError(ServiceError):
 
     status = 422
     code = "load_failed"
+
+
+class WarmupError(ServiceError):
+    """The kernel warm-up's workload (``service.warmup``) got an answer it did not expect."""
+
+    code = "warmup_failed"

@@ -29,6 +29,7 @@ class Settings:
     iterate_round_limit: int = 10_000  # rounds an iterate may run in one step
     load_workers: int = 2  # Spark loads running at once (one at a time per table)
     load_chunk_rows: int = 65_536  # rows per chunk streamed from Spark (progress granularity)
+    warmup: bool = True  # compile the engine's kernels in a background process (--no-warmup)
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

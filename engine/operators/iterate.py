@@ -92,15 +92,16 @@ class Variable(Operator):
         if body is None and init is None:
             return
         n = (len(body) if body is not None else 0) + (len(init) if init is not None else 0)
-        if n < PACKED_FROM:  # few rows: one compiled call
+        if n < PACKED_FROM:  # few rows: one compiled call (C order: one signature)
             b = body if body is not None else self.empty
             i = init if init is not None else self.empty
+            c = np.ascontiguousarray
             data, times, diffs, first, last = feedback_columns(
-                b.data,
-                b.times,
+                c(b.data),
+                c(b.times),
                 b.diffs,
-                i.data,
-                i.times,
+                c(i.data),
+                c(i.times),
                 i.diffs,
                 -1 if max_iterations is None else max_iterations,
             )

@@ -407,9 +407,25 @@ def test_serve_calls_the_server_with_flags_and_environment(
             "subscriber_buffer": 10_000,
             "heartbeat_s": 2.5,
             "history": 7,
+            "warmup": True,
         }
     ]
     assert exchange.requests == []
+
+
+@pytest.mark.parametrize(("args", "env"), [(("--no-warmup",), {}), ((), {"DIFFLOW_WARMUP": "0"})])
+def test_serve_without_warmup_by_flag_or_environment(
+    exchange: Exchange, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], env: dict
+) -> None:
+    calls: list[dict[str, Any]] = []
+    server = types.ModuleType("api.server")
+    server.main = lambda **kwargs: calls.append(kwargs)  # type: ignore[attr-defined]
+    package = types.ModuleType("api")
+    package.server = server  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "api", package)
+    monkeypatch.setitem(sys.modules, "api.server", server)
+    ok(invoke(exchange, "serve", *args, env=env))
+    assert [c["warmup"] for c in calls] == [False]
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,8 @@ class Server:
 
 @contextmanager
 def running_server(tmp: Path, **settings: object) -> Iterator[Server]:
-    env = {**os.environ, "DIFFLOW_PORT": "0", "DIFFLOW_DATA_DIR": str(tmp)}
+    # no kernel warm-up child (tests/service/test_warmup.py covers it): tests share one cache
+    env = {**os.environ, "DIFFLOW_PORT": "0", "DIFFLOW_DATA_DIR": str(tmp), "DIFFLOW_WARMUP": "0"}
     for k, v in settings.items():
         env[f"DIFFLOW_{k.upper()}"] = str(v)
     proc = subprocess.Popen(
