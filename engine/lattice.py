@@ -146,7 +146,7 @@ class Antichain:
         """Mask of ``(d, n)`` times that are ``>=`` some element (may still change)."""
         if times.ndim != 2 or times.shape[0] != self.dims:
             raise TimeError(f"expected ({self.dims}, n) times, got shape {times.shape}")
-        return _beyond(self.elements, times)
+        return _beyond(self.elements, np.ascontiguousarray(times))  # C order: one signature
 
     def complete(self, times: np.ndarray) -> np.ndarray:
         """Mask of ``(d, n)`` times no element is ``<=``: final, nothing more arrives there."""

@@ -183,7 +183,7 @@ class LoopRegion(Operator):
         for op in self.owing:
             p = op.pending_times()
             if p.shape[1]:
-                r = earliest_ready_round(p, frontier.elements, after)
+                r = earliest_ready_round(np.ascontiguousarray(p), frontier.elements, after)
                 if r >= 0 and (best < 0 or r < best):
                     best = r
         return None if best < 0 else best

@@ -210,7 +210,7 @@ class Reduce(Operator):
             c, diffs = scalar_differences(
                 nkeys,
                 grid.owner,
-                grid.times,
+                np.ascontiguousarray(grid.times),  # C order: one signature
                 grid.neighbours,
                 grid.signs,
                 inp.owner,

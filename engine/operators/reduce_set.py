@@ -293,7 +293,12 @@ def run_set_step(
     same round when each applies (the frontier holds ``(0, r + 1)`` for one ``r``), so the
     halves apply together exactly when the whole does."""
     d_codes, d_keys, d_offsets, d_times = delta.codes, delta.keys, delta.offsets, delta.times
-    p_codes, p_keys, p_times = pending
+    # C order whatever made them (the general path's masks leave F order): one signature
+    p_codes, p_keys, p_times = (
+        pending[0],
+        np.ascontiguousarray(pending[1]),
+        np.ascontiguousarray(pending[2]),
+    )
     cut = None
     if parallel.threads() > 1 and d_times.shape[1] + p_codes.shape[0] >= SPLIT_FROM:
         cut = parallel.middle_cut([d_codes, p_codes])
