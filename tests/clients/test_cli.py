@@ -373,9 +373,9 @@ def test_load_usage_errors_exit_2(exchange: Exchange, args: tuple[str, ...]) -> 
     assert exchange.requests == []
 
 
-def test_serve_calls_the_server_with_flags_and_environment(
-    exchange: Exchange, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The arguments of each ``api.server.main`` call ``difflow serve`` makes (none runs)."""
     calls: list[dict[str, Any]] = []
     server = types.ModuleType("api.server")
     server.main = lambda **kwargs: calls.append(kwargs)  # type: ignore[attr-defined]
@@ -383,6 +383,12 @@ def test_serve_calls_the_server_with_flags_and_environment(
     package.server = server  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "api", package)
     monkeypatch.setitem(sys.modules, "api.server", server)
+    return calls
+
+
+def test_serve_calls_the_server_with_flags_and_environment(
+    exchange: Exchange, served: list[dict[str, Any]], tmp_path: Path
+) -> None:
     env = {"DIFFLOW_PORT": "9001", "DIFFLOW_HEARTBEAT_S": "2.5"}
     ok(
         invoke(
@@ -397,7 +403,7 @@ def test_serve_calls_the_server_with_flags_and_environment(
             env=env,
         )
     )
-    assert calls == [
+    assert served == [
         {
             "host": "127.0.0.1",
             "port": 9001,
@@ -415,17 +421,10 @@ def test_serve_calls_the_server_with_flags_and_environment(
 
 @pytest.mark.parametrize(("args", "env"), [(("--no-warmup",), {}), ((), {"DIFFLOW_WARMUP": "0"})])
 def test_serve_without_warmup_by_flag_or_environment(
-    exchange: Exchange, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], env: dict
+    exchange: Exchange, served: list[dict[str, Any]], args: tuple[str, ...], env: dict
 ) -> None:
-    calls: list[dict[str, Any]] = []
-    server = types.ModuleType("api.server")
-    server.main = lambda **kwargs: calls.append(kwargs)  # type: ignore[attr-defined]
-    package = types.ModuleType("api")
-    package.server = server  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "api", package)
-    monkeypatch.setitem(sys.modules, "api.server", server)
     ok(invoke(exchange, "serve", *args, env=env))
-    assert [c["warmup"] for c in calls] == [False]
+    assert [c["warmup"] for c in served] == [False]
 
 
 @pytest.mark.parametrize(

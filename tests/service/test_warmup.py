@@ -84,27 +84,23 @@ def _cmdline(pid: int) -> str:
 @pytest.mark.slow
 def test_warmup_compiles_what_the_reach_benchmark_needs(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    env = _env(cache)
-    done = subprocess.run(
-        [sys.executable, "-m", "clients.cli", "warmup"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+
+    def python(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, *args],
+            cwd=ROOT,
+            env=_env(cache),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    done = python("-m", "clients.cli", "warmup")
     assert re.fullmatch(r"engine kernels compiled and cached in \d+\.\d s\n", done.stdout)
     assert list(cache.glob("numba-*/warm-*")), "the finished warm-up leaves its marker"
-    check = subprocess.run(
-        [sys.executable, "-c", CHECK],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert check.returncode == 0, check.stderr[-3000:]
+    check = python("-c", CHECK)
     assert check.stdout.splitlines()[-1] == "compiled: ", check.stdout[-3000:]
 
 
