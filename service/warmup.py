@@ -205,10 +205,10 @@ def _reach(call: Any) -> None:
         "/v1/tables/w_edges/updates",
         {"columns": {"src": e[:, 0].tolist(), "dst": e[:, 1].tolist()}, "time": 0, "advance_to": 1},
     )
-    t, k = 1, 0
-    for batch in (1, 1, 10, 100, 1000, 1000, 1):
+    t = 1
+    for batch in (1, 1, 10, 100, 1000, 1000, 1):  # the oldest edges go, new ones come
         new = rng.integers(0, nodes, size=(batch, 2))
-        gone = np.concatenate([e[k : k + batch]])
+        gone = e[:batch]
         times = list(range(t, t + batch))
         call(
             "POST",
