@@ -82,6 +82,7 @@ def _cmdline(pid: int) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # compiles every kernel from nothing: about 2 min on a slow machine
 def test_warmup_compiles_what_the_reach_benchmark_needs(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
 
