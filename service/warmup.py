@@ -226,6 +226,19 @@ def _reach(call: Any) -> None:
         call("POST", "/v1/tables/w_roots/updates", {"updates": [], "advance_to": t + batch})
         e = np.concatenate([e[batch:], new])
         t += batch
+    # wide values: node ids near 2**40 and times 2**36 apart, too wide for the packed sorts
+    # and merges, so their general paths compile too
+    wide = 1 << 40
+    src = rng.integers(0, nodes, size=200).tolist() + (wide + np.arange(200)).tolist()
+    dst = (wide + np.arange(200)).tolist() + (wide + np.arange(1, 201)).tolist()
+    times = [t + (i << 36) for i in range(200)]
+    call(
+        "POST",
+        "/v1/tables/w_edges/updates",
+        {"columns": {"src": src, "dst": dst}, "time": times + times, "advance_to": times[-1] + 1},
+    )
+    call("POST", "/v1/tables/w_roots/updates", {"updates": [], "advance_to": times[-1] + 1})
+    t = times[-1] + 1
     call("GET", "/v1/views/w_reach/rows")
     call("GET", f"/v1/views/w_reach_count/rows?as_of={t - 2}")
 
