@@ -142,7 +142,13 @@ class ServerProcess:
 def running_server(data_dir: Path, **settings: object) -> Iterator[ServerProcess]:
     """Start the real server on a free port (``DIFFLOW_<SETTING>`` for each setting), yield
     it once it listens, terminate it (SIGTERM, then SIGKILL after 20 s) on exit."""
-    env = {**os.environ, "DIFFLOW_PORT": "0", "DIFFLOW_DATA_DIR": str(data_dir)}
+    # no kernel warm-up process beside the server: it would take a core from what is measured
+    env = {
+        **os.environ,
+        "DIFFLOW_PORT": "0",
+        "DIFFLOW_DATA_DIR": str(data_dir),
+        "DIFFLOW_WARMUP": "0",
+    }
     env.update({f"DIFFLOW_{k.upper()}": str(v) for k, v in settings.items()})
     proc = subprocess.Popen(
         [sys.executable, "-m", "api.server"],
