@@ -10,7 +10,8 @@ traces merge and compact. Every kernel those paths call is then on disk, so late
 load it instead of compiling it.
 
 ``difflow serve`` starts :func:`start_background` (unless ``--no-warmup``): a child process,
-at low priority, running this module, while the server answers at once. Kernels the child
+at low priority, running this module, while the server answers at once; it ends with the
+server, also when the server is killed. Kernels the child
 has written by the time a request needs them load from disk; the others the server compiles
 itself, as without it. A marker file records a finished warm-up of these sources (numba keys
 its disk cache by the source files' modification times, so the marker does too), and a lock
@@ -21,9 +22,11 @@ marker. ``difflow warmup`` runs it in the foreground, e.g. in a Docker build.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,6 +44,7 @@ from service.errors import WarmupError
 __all__ = ["is_warm", "marker_path", "start_background", "warm"]
 
 _ENGINE = Path(jit_cache.__file__).resolve().parent
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _stamp() -> str:
@@ -94,7 +98,7 @@ def start_background() -> subprocess.Popen | None:
         return None
     with err:
         return subprocess.Popen(
-            [sys.executable, "-m", "service.warmup", "--background"],
+            [sys.executable, "-m", "service.warmup", "--background", str(os.getpid())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -423,7 +427,17 @@ def _two_dims(call: Any) -> None:
     call("GET", "/v1/views/w_degree/rows?as_of=2,2")
 
 
+def _die_with(server: int) -> None:
+    """End this process when the server that started it ends, however it ends (even by
+    SIGKILL, which leaves no chance to stop it): ``PR_SET_PDEATHSIG`` on Linux."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != server:  # it ended before the request took effect
+        sys.exit(0)
+
+
 if __name__ == "__main__":  # the background child of ``start_background``
-    if "--background" in sys.argv[1:]:
+    if sys.argv[1:2] == ["--background"]:
         os.nice(10)  # the server's own requests come first
+        _die_with(int(sys.argv[2]))
     warm(quiet=True)

@@ -137,15 +137,20 @@ def _warmers(pid: int) -> list[int]:
     return [c for c in _children(pid) if "service.warmup" in _cmdline(c)]
 
 
-def test_a_fresh_server_warms_up_in_a_child_it_stops_on_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_a_fresh_server_warms_up_in_a_child_that_ends_with_it(tmp_path: Path, how: str) -> None:
     served = _serve(tmp_path / "cache", tmp_path / "data")
     try:
         url = _url(served)
         assert httpx.get(f"{url}/healthz", timeout=WAIT_S).json() == {"status": "ok"}
         warmers = _warmers(served.pid)
         assert len(warmers) == 1
-        served.send_signal(signal.SIGTERM)
-        assert served.wait(timeout=WAIT_S) == 0
+        if how == "sigterm":  # a clean stop: the server stops the child
+            served.send_signal(signal.SIGTERM)
+            assert served.wait(timeout=WAIT_S) == 0
+        else:  # no chance to: the child's parent-death signal ends it
+            served.kill()
+            assert served.wait(timeout=WAIT_S) == -signal.SIGKILL
         deadline = time.monotonic() + WAIT_S
         while _cmdline(warmers[0]) and time.monotonic() < deadline:
             time.sleep(0.05)
