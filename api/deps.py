@@ -11,7 +11,7 @@ from service.runtime import Runtime
 __all__ = ["RuntimeDep"]
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     return request.app.state.runtime
 
 

@@ -23,7 +23,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def get_loads(request: Request) -> LoadManager:
+async def get_loads(request: Request) -> LoadManager:
     return request.app.state.loads
 
 
