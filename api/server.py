@@ -106,4 +106,10 @@ def _exit_cleanly(signum: int, frame: object) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # the same options as ``difflow serve`` (and --help), not environment variables alone
+    import typer
+
+    from clients.cli import app as cli
+
+    serve = typer.main.get_group(cli).commands["serve"]
+    serve.main(args=sys.argv[1:], prog_name="python -m api.server")

@@ -601,3 +601,26 @@ def test_serve_prints_its_url_answers_and_stops_cleanly_on_sigterm(tmp_path: Pat
             httpx.get(f"{url}/healthz", timeout=WAIT_S)
     finally:
         stop(served)
+
+
+def test_python_m_api_server_takes_the_serve_options() -> None:
+    """``python -m api.server`` (what scripts and the tests start) reads the same options
+    as ``difflow serve``: ``--help`` prints them and starts nothing, a wrong one is a usage
+    error."""
+    module = [sys.executable, "-m", "api.server"]
+    done = subprocess.run(
+        [*module, "--help"], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage: python -m api.server [OPTIONS]" in done.stdout
+    assert "--port" in done.stdout and "listening" not in done.stdout
+    wrong = subprocess.run(
+        [*module, "--no-such-option"],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wrong.returncode == 2
+    assert "No such option" in wrong.stderr
