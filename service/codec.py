@@ -21,6 +21,7 @@ from service.errors import Invalid
 __all__ = [
     "ColumnBuilder",
     "check_value",
+    "checked_column",
     "decode_rows",
     "frontier_from_wire",
     "frontier_to_wire",
@@ -79,24 +80,30 @@ def _kind(value: Any) -> str:
 
 
 class ColumnBuilder:
-    """Collects checked rows column by column, then yields int64 storage arrays."""
+    """Collects rows column by column, then yields int64 storage arrays, each column checked
+    whole (:func:`checked_column`); a bad value is named as checking the rows one by one, in
+    order, would name it."""
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
         self.names = schema.names
         self.types = schema.types
+        self._name_set = set(self.names)
         self.values: list[list[Any]] = [[] for _ in schema.columns]
+        self.paths: list[str] = []
 
-    def add(self, row: Any, path: str) -> tuple:
-        """Check one row object; returns the row as a tuple of Python values."""
+    def add(self, row: Any, path: str) -> None:
+        """Take one row object: its columns are checked now, its values by :meth:`storage`."""
+        if not isinstance(row, dict) or row.keys() != self._name_set:
+            self._check_values(len(self.paths))  # a bad value in an earlier row comes first
         if not isinstance(row, dict):
             raise Invalid(
                 f"{path} must be an object of column values, got {_kind(row)}",
                 {"path": path},
                 "wrong_type",
             )
-        if len(row) != len(self.names) or any(n not in row for n in self.names):
-            unknown = sorted(set(row) - set(self.names))
+        if row.keys() != self._name_set:
+            unknown = sorted(set(row) - self._name_set)
             missing = [n for n in self.names if n not in row]
             what = (f"unknown column(s) {unknown}" if unknown else "") + (
                 ("; " if unknown else "") + f"missing column(s) {missing}" if missing else ""
@@ -106,29 +113,82 @@ class ColumnBuilder:
                 {"path": path},
                 "wrong_columns",
             )
-        out = tuple(
-            check_value(row[n], t, f"{path}.{n}")
-            for n, t in zip(self.names, self.types, strict=True)
-        )
-        for j, v in enumerate(out):
-            self.values[j].append(v)
-        return out
+        for column, name in zip(self.values, self.names, strict=True):
+            column.append(row[name])
+        self.paths.append(path)
+
+    def _check_values(self, rows: int) -> None:
+        """Check the first ``rows`` rows value by value: Invalid naming the first bad one."""
+        for i in range(rows):
+            for column, name, t in zip(self.values, self.names, self.types, strict=True):
+                check_value(column[i], t, f"{self.paths[i]}.{name}")
 
     def storage(self, interner: StringInterner) -> np.ndarray:
-        n = len(self.values[0]) if self.values else 0
+        """The rows as storage; no string is interned unless every value fits."""
+        n = len(self.paths)
+        columns = []
+        for values, t in zip(self.values, self.types, strict=True):
+            column = whole_column(values, t)
+            if column is None:
+                self._check_values(n)
+                column = _converted(values, t)
+            columns.append(column)
         data = np.empty((len(self.types), n), dtype=np.int64)
-        for j, t in enumerate(self.types):
-            data[j] = encode_values(self.values[j], t, interner)
+        for j, column in enumerate(columns):
+            data[j] = interner.intern_many(column) if isinstance(column, list) else column
         return data
+
+
+_DTYPES = {ColumnType.INT: np.int64, ColumnType.FLOAT: np.float64, ColumnType.BOOL: np.bool_}
+# the Python types a column's values may have (an int column's are never bools)
+_PYTHON_TYPES: dict[ColumnType, set[type]] = {
+    ColumnType.INT: {int},
+    ColumnType.FLOAT: {int, float},
+    ColumnType.BOOL: {bool},
+    ColumnType.STRING: {str},
+}
 
 
 def encode_values(values: Sequence[Any], ctype: ColumnType, interner: StringInterner) -> np.ndarray:
     if ctype is ColumnType.STRING:
         return interner.intern_many(values)
-    dtype = {ColumnType.INT: np.int64, ColumnType.FLOAT: np.float64, ColumnType.BOOL: np.bool_}[
-        ctype
-    ]
-    return encode(np.asarray(values, dtype=dtype), ctype)
+    return encode(np.asarray(values, dtype=_DTYPES[ctype]), ctype)
+
+
+def whole_column(values: list[Any], ctype: ColumnType) -> np.ndarray | list[Any] | None:
+    """A column's values checked whole: one pass over their Python types, then one numpy
+    conversion (which refuses ints beyond 64 bits) and, for floats, a finiteness test.
+    Returns a non-string column's storage, a string column's values as they are (to intern
+    once every column has passed), or None when some value does not fit (value-by-value
+    checks then name it)."""
+    if not set(map(type, values)) <= _PYTHON_TYPES[ctype]:
+        return None
+    if ctype is ColumnType.STRING:
+        return values
+    try:
+        array: np.ndarray = np.asarray(values, dtype=_DTYPES[ctype])
+    except OverflowError:  # an int beyond 64 bits
+        return None
+    if ctype is ColumnType.FLOAT and not bool(np.isfinite(array).all()):
+        return None
+    return encode(array, ctype)
+
+
+def checked_column(values: list[Any], ctype: ColumnType, path: str) -> np.ndarray | list[Any]:
+    """:func:`whole_column`, or Invalid naming the first bad value (``path[i]``)."""
+    column = whole_column(values, ctype)
+    if column is not None:
+        return column
+    for i, v in enumerate(values):
+        check_value(v, ctype, f"{path}[{i}]")
+    return _converted(values, ctype)
+
+
+def _converted(values: list[Any], ctype: ColumnType) -> np.ndarray | list[Any]:
+    """Checked values as :func:`whole_column` returns them."""
+    return (
+        values if ctype is ColumnType.STRING else encode(np.asarray(values, _DTYPES[ctype]), ctype)
+    )
 
 
 def decode_columns(data: np.ndarray, schema: Schema, interner: StringInterner) -> list[list[Any]]:
@@ -157,16 +217,24 @@ def time_from_wire(value: Any, dims: int, path: str) -> tuple[int, ...]:
     if dims == 1:
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise Invalid(f"{path} must be a non-negative integer time", {"path": path}, "bad_time")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
+            raise Invalid(
+                f"{path} must be a non-negative integer time below 2**63",
+                {"path": path},
+                "bad_time",
+            )
         return (value,)
     if (
         not isinstance(value, list)
         or len(value) != dims
-        or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value)
+        or any(
+            isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= INT64_MAX for v in value
+        )
     ):
         raise Invalid(
-            f"{path} must be a list of {dims} non-negative integers", {"path": path}, "bad_time"
+            f"{path} must be a list of {dims} non-negative integers below 2**63",
+            {"path": path},
+            "bad_time",
         )
     return tuple(value)
 

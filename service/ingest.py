@@ -13,17 +13,18 @@ Encoding: each update's operation becomes a weight (insert +1, delete -1, weight
 
 from __future__ import annotations
 
+import itertools
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from engine import Antichain, ColumnType, Schema, StringInterner, UpdateBatch
+from engine import Antichain, Schema, StringInterner, UpdateBatch
 from engine.lattice import time_tuples
 from service.codec import (
     ColumnBuilder,
-    check_value,
-    encode_values,
+    checked_column,
     frontier_from_wire,
     time_from_wire,
 )
@@ -203,20 +204,23 @@ def _parse_columnar(
             raise _invalid(
                 f"columns.{name}", f"has {len(values)} values but the first column has {n}"
             )
-        arrays.append(_check_column(values, t, f"columns.{name}", interner))
+        arrays.append(checked_column(values, t, f"columns.{name}"))
     n = n or 0
-    if arrays:
-        data = np.stack(arrays)
+    if arrays:  # strings are interned once every column has passed
+        data = np.stack([interner.intern_many(a) if isinstance(a, list) else a for a in arrays])
     diff = body.get("diff")
     if diff is None:
         weights = np.ones(n, dtype=np.int64)
     else:
         if not isinstance(diff, list) or len(diff) != n:
             raise _invalid("diff", f"must be a list of {n} integers")
-        for i, d in enumerate(diff):
-            if isinstance(d, bool) or not isinstance(d, int) or not -(2**62) < d < 2**62:
-                raise _invalid(f"diff[{i}]", f"must be an integer {_WEIGHTS}")
-        weights = np.asarray(diff, dtype=np.int64)
+        checked = _ints(diff, -(2**62) + 1, 2**62 - 1)
+        if checked is None:
+            for i, d in enumerate(diff):
+                if isinstance(d, bool) or not isinstance(d, int) or not -(2**62) < d < 2**62:
+                    raise _invalid(f"diff[{i}]", f"must be an integer {_WEIGHTS}")
+            checked = np.asarray(diff, dtype=np.int64)
+        weights = checked
     t_arr = None
     if "time" in body:
         value = body["time"]
@@ -232,22 +236,46 @@ def _parse_columnar(
             )
         )
         if per_row:
-            ts = [_time(v, shape, f"time[{i}]") for i, v in enumerate(value)]
+            t_arr = _row_times(value, shape)
         elif n == 0 and value == []:
-            ts = []  # one time per row, for no rows
+            t_arr = np.zeros((shape.dims, 0), dtype=np.int64)  # one time per row, for no rows
         else:
-            ts = [_time(value, shape, "time")] * n
-        t_arr = np.asarray(ts, dtype=np.int64).reshape(n, shape.dims).T.copy()
+            t_arr = np.repeat(np.array([_time(value, shape, "time")], np.int64).T, n, axis=1)
     elif shape.timing == "client":
         raise _invalid("time", "client-timed tables need 'time' (one time, or one per row)")
     ops = np.full(n, WEIGHT, dtype=np.int64)
     return ParsedWrite(ops, data, weights, t_arr, None)
 
 
-def _check_column(values: list, t: ColumnType, path: str, interner: StringInterner) -> np.ndarray:
-    for i, v in enumerate(values):
-        check_value(v, t, f"{path}[{i}]")
-    return encode_values(values, t, interner)
+def _ints(values: list, least: int, most: int) -> np.ndarray | None:
+    """``values`` as an int64 array when all are ints in ``[least, most]`` (checked whole:
+    their types, one conversion, two comparisons), else None."""
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        array = np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        return None
+    if array.size and not (array.min() >= least and array.max() <= most):
+        return None
+    return array
+
+
+def _row_times(value: list, shape: TableShape) -> np.ndarray:
+    """A columnar write's time per row, ``(dims, n)``: checked whole where each is a
+    non-negative int (one dimension) or a list of ``dims`` of them, else time by time,
+    which names the first bad one."""
+    if shape.timing == "client":
+        flat: list | None = value
+        if shape.dims > 1:
+            flat = None
+            if set(map(type, value)) == {list} and set(map(len, value)) == {shape.dims}:
+                flat = list(itertools.chain.from_iterable(value))
+        array = _ints(flat, 0, 2**63 - 1) if flat is not None else None
+        if array is not None:
+            return np.ascontiguousarray(array.reshape(len(value), shape.dims).T)
+    ts = [_time(v, shape, f"time[{i}]") for i, v in enumerate(value)]
+    return np.asarray(ts, dtype=np.int64).reshape(len(value), shape.dims).T.copy()
 
 
 def stage_write(
@@ -284,7 +312,10 @@ def stage_write(
     data, weights = parsed.data, parsed.weights
     changes: dict[tuple, tuple | None] = {}
     if pk_index is not None and n:
-        data, weights, times, changes = _apply_keys(parsed, shape, pk_index, times)
+        keyed = _apply_distinct_keys(parsed, shape, pk_index, times)
+        if keyed is None:  # a key written twice, or an update refused: in order, one by one
+            keyed = _apply_keys(parsed, shape, pk_index, times)
+        data, weights, times, changes = keyed
     batch = UpdateBatch(
         np.ascontiguousarray(data), np.ascontiguousarray(times), np.ascontiguousarray(weights)
     )
@@ -299,9 +330,51 @@ def _distinct_times(times: np.ndarray) -> list[tuple[int, ...]]:
     return time_tuples(np.unique(times, axis=1))
 
 
+Keyed = tuple[np.ndarray, np.ndarray, np.ndarray, dict[tuple, tuple | None]]
+
+
+def _apply_distinct_keys(
+    parsed: ParsedWrite, shape: TableShape, index: dict[tuple, tuple], times: np.ndarray
+) -> Keyed | None:
+    """:func:`_apply_keys` for a write whose keys are all distinct, where no update depends
+    on another: one index lookup per key, every decision taken on whole arrays. None when
+    a key repeats or some update would be refused (``_apply_keys`` then names the first)."""
+    n = parsed.size
+    data, ops, given = parsed.data, parsed.ops, parsed.weights
+    keys = list(zip(*data[list(shape.primary_key)].tolist(), strict=True))
+    if len(set(keys)) != n:
+        return None
+    # each update's weight: upserts and inserts add, deletes retract, weights as given
+    weights = np.where(ops == DELETE, -1, np.where(ops == WEIGHT, given, 1))
+    if not np.isin(weights, (-1, 0, 1)).all():
+        return None
+    current = list(map(index.get, keys))
+    present = np.fromiter(map(operator.is_not, current, itertools.repeat(None)), bool, n)
+    upsert = ops == UPSERT
+    if (present & (weights == 1) & ~upsert).any():
+        return None  # an insert of a present key
+    rows = list(zip(*data.tolist(), strict=True))
+    deletes = np.flatnonzero(weights == -1).tolist()
+    if any(current[i] != rows[i] for i in deletes):
+        return None  # a delete of an absent row
+    kept = np.flatnonzero(weights != 0)
+    retracted = np.flatnonzero(upsert & present)
+    # the stored rows upserts retract, each just before the row replacing it
+    order = np.argsort(np.concatenate([2 * kept + 1, 2 * retracted]), kind="stable")
+    old = np.array([current[i] for i in retracted.tolist()], dtype=np.int64).reshape(
+        len(retracted), data.shape[0]
+    )
+    out_data = np.concatenate([data[:, kept], old.T], axis=1)[:, order]
+    out_w = np.concatenate([weights[kept], np.full(len(retracted), -1, np.int64)])[order]
+    out_t = np.concatenate([kept, retracted])[order]
+    after = [None if w == -1 else row for w, row in zip(weights.tolist(), rows, strict=True)]
+    changes = {keys[i]: after[i] for i in kept.tolist()}
+    return out_data, out_w.astype(np.int64), np.take(times, out_t, axis=1), changes
+
+
 def _apply_keys(
     parsed: ParsedWrite, shape: TableShape, index: dict[tuple, tuple], times: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[tuple, tuple | None]]:
+) -> Keyed:
     """Primary-key semantics, update by update; returns the rows to send and the index changes."""
     pk = list(shape.primary_key)
     rows = parsed.data.T.tolist()

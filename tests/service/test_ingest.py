@@ -1,0 +1,194 @@
+"""The ingest path's whole-array checks agree with the value-by-value ones they stand in for:
+the same storage, or the same error naming the same first bad value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine import ColumnType, Schema, StringInterner
+from service.codec import ColumnBuilder, check_value, checked_column, encode_values
+from service.errors import Invalid
+from service.ingest import (
+    DELETE,
+    INSERT,
+    UPSERT,
+    WEIGHT,
+    ParsedWrite,
+    TableShape,
+    _apply_distinct_keys,
+    _apply_keys,
+    parse_write,
+)
+
+ANY_VALUE = st.one_of(
+    st.sampled_from([float("inf"), -float("inf"), float("nan"), 2**63, -(2**63) - 1, True, 0]),
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.text(max_size=3),
+    st.none(),
+)
+TYPED = {
+    ColumnType.INT: st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    ColumnType.FLOAT: st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers()),
+    ColumnType.BOOL: st.booleans(),
+    ColumnType.STRING: st.text(max_size=3),
+}
+
+
+def outcome(fn: Any) -> Any:
+    try:
+        return ("ok", fn())
+    except Invalid as exc:
+        return ("error", str(exc), exc.detail, exc.code)
+
+
+def value_by_value(values: list, ctype: ColumnType, interner: StringInterner) -> np.ndarray:
+    for i, v in enumerate(values):
+        check_value(v, ctype, f"columns.c[{i}]")
+    return encode_values(values, ctype, interner)
+
+
+@given(
+    ctype=st.sampled_from(list(ColumnType)),
+    data=st.data(),
+)
+def test_a_column_checked_whole_equals_value_by_value(ctype: ColumnType, data: Any) -> None:
+    # mostly values of the column's own type, with now and then a stranger among them
+    own = TYPED[ctype]
+    values = data.draw(st.lists(st.one_of(own, own, own, ANY_VALUE), max_size=12))
+
+    def whole_then_interned() -> np.ndarray:
+        column = checked_column(values, ctype, "columns.c")
+        return StringInterner().intern_many(column) if isinstance(column, list) else column
+
+    whole = outcome(whole_then_interned)
+    single = outcome(lambda: value_by_value(values, ctype, StringInterner()))
+    assert whole[0] == single[0]
+    if whole[0] == "ok":
+        np.testing.assert_array_equal(whole[1], single[1])
+    else:
+        assert whole == single
+
+
+MIXED = Schema.of([("a", "int"), ("x", "float"), ("b", "bool"), ("s", "string")])
+
+
+def rows_one_by_one(rows: list[Any], interner: StringInterner) -> np.ndarray:
+    """The rows checked in order, row by row and value by value, then stored."""
+    for i, row in enumerate(rows):
+        path = f"updates[{i}].insert"
+        if not isinstance(row, dict):
+            raise Invalid("not an object", {"path": path}, "wrong_type")
+        if set(row) != set(MIXED.names):
+            raise Invalid("wrong columns", {"path": path}, "wrong_columns")
+        for name, t in zip(MIXED.names, MIXED.types, strict=True):
+            check_value(row[name], t, f"{path}.{name}")
+    return np.array(
+        [
+            encode_values([r[n] for r in rows], t, interner)
+            for n, t in zip(MIXED.names, MIXED.types, strict=True)
+        ],
+        dtype=np.int64,
+    ).reshape(len(MIXED), len(rows))
+
+
+ROW = st.fixed_dictionaries(
+    {
+        n: st.one_of(TYPED[t], TYPED[t], TYPED[t], TYPED[t], ANY_VALUE)
+        for n, t in zip(MIXED.names, MIXED.types, strict=True)
+    }
+)
+
+
+@given(rows=st.lists(st.one_of(ROW, ROW, ROW, ROW, st.just({"a": 1}), st.just([])), max_size=8))
+def test_rows_checked_by_column_equal_rows_checked_in_order(rows: list[Any]) -> None:
+    interner = StringInterner()
+
+    def by_column() -> np.ndarray:
+        builder = ColumnBuilder(MIXED)
+        for i, row in enumerate(rows):
+            builder.add(row, f"updates[{i}].insert")
+        return builder.storage(interner)
+
+    got = outcome(by_column)
+    expected = outcome(lambda: rows_one_by_one(rows, StringInterner()))
+    assert got[0] == expected[0]
+    if got[0] == "ok":
+        np.testing.assert_array_equal(got[1], expected[1])
+    else:  # the same first error (its path and kind), and no string kept
+        assert (got[2], got[3]) == (expected[2], expected[3])
+        assert len(interner) == 0
+
+
+KEYED = TableShape("kv", Schema.of([("k", "int"), ("v", "int")]), (0,), "server", 1)
+UPDATE = st.tuples(
+    st.sampled_from([INSERT, DELETE, UPSERT, WEIGHT]),
+    st.integers(0, 5),  # key
+    st.integers(0, 2),  # value
+    st.integers(-2, 2),  # the weight of a weighted update
+)
+
+
+def parsed_of(updates: list[tuple[int, int, int, int]]) -> ParsedWrite:
+    ops = np.array([u[0] for u in updates], dtype=np.int64).reshape(-1)
+    data = np.array([[u[1] for u in updates], [u[2] for u in updates]], dtype=np.int64)
+    weights = np.array(
+        [-1 if u[0] == DELETE else (u[3] if u[0] == WEIGHT else 1) for u in updates],
+        dtype=np.int64,
+    ).reshape(-1)
+    return ParsedWrite(ops, data.reshape(2, len(updates)), weights, None, None)
+
+
+@given(
+    stored=st.dictionaries(st.integers(0, 5), st.integers(0, 2), max_size=6),
+    updates=st.lists(UPDATE, min_size=1, max_size=8),
+)
+def test_distinct_keys_at_once_equal_update_by_update(
+    stored: dict[int, int], updates: list[tuple[int, int, int, int]]
+) -> None:
+    index = {(k,): (k, v) for k, v in stored.items()}
+    parsed = parsed_of(updates)
+    times = np.arange(len(updates), dtype=np.int64).reshape(1, -1) + 10
+    at_once = _apply_distinct_keys(parsed, KEYED, dict(index), times)
+    in_order = outcome(lambda: _apply_keys(parsed, KEYED, dict(index), times))
+    distinct = len({u[1] for u in updates}) == len(updates)
+    # at once applies exactly when the keys are distinct and no update is refused
+    assert (at_once is not None) == (distinct and in_order[0] == "ok")
+    if at_once is not None:
+        data, weights, ts, changes = in_order[1]
+        np.testing.assert_array_equal(at_once[0], data)
+        np.testing.assert_array_equal(at_once[1], weights)
+        np.testing.assert_array_equal(at_once[2], ts)
+        assert at_once[3] == changes
+
+
+def test_a_bulk_write_with_a_bad_value_deep_inside_names_it() -> None:
+    shape = TableShape("t", Schema.of([("a", "int"), ("x", "float")]), (), "client", 2)
+    good = {"columns": {"a": list(range(1000)), "x": [0.5] * 1000}, "time": [[1, 2]] * 1000}
+    parsed = parse_write(good, shape, StringInterner(), 10_000)
+    assert parsed.times is not None and parsed.times.shape == (2, 1000)
+    assert (parsed.times[0] == 1).all() and (parsed.times[1] == 2).all()
+    cases = [
+        ({"a": [*range(999), 2**63]}, "columns.a[999]"),
+        ({"a": [*range(500), True, *range(499)]}, "columns.a[500]"),
+        ({"x": [0.5] * 700 + ["1"] + [0.5] * 299}, "columns.x[700]"),
+        ({"time": [[1, 2]] * 998 + [[1, -2], [3, 4]]}, "time[998]"),
+        ({"time": [[1, 2]] * 10 + [[1, 2**63]] + [[1, 2]] * 989}, "time[10]"),
+        ({"diff": [1] * 400 + [2**62] + [1] * 599}, "diff[400]"),
+    ]
+    for change, path in cases:
+        body = {**good, "columns": {**good["columns"]}}
+        for k, v in change.items():
+            if k in body["columns"]:
+                body["columns"][k] = v
+            else:
+                body[k] = v
+        with pytest.raises(Invalid) as caught:
+            parse_write(body, shape, StringInterner(), 10_000)
+        assert caught.value.detail == {"path": path}
