@@ -20,7 +20,8 @@ Semantic choices beyond the contract (each is also noted where it is implemented
   the fixed-point test (as their canonical IEEE bits would), while ``eq``/``lt``/... stay IEEE.
 * Where values are *ordered* (``reduce`` min/max, ``top_k``, float sums) NaN sorts after every
   other float; the ``min``/``max`` *functions* return NaN if any argument is NaN (IEEE).
-* Int arithmetic, int sums and ``cast`` of a string to int wrap to signed 64 bits;
+* Int arithmetic, int sums and ``cast`` of a string to int wrap to signed 64 bits, and so
+  does every node's output counts (as the engine keeps them);
   ``cast`` of a float to int saturates at +-9,200,000,000,000,000,000 (also for finite values).
 * A mixed int/float comparison compares the two as floats.
 * Fields a node does not define are rejected; ``iterate`` needs one body per var, and a var's
@@ -650,6 +651,24 @@ def _unique_names(columns: list[Column], path: Path) -> list[Column]:
     return columns
 
 
+def _counts_wrapped(run: Callable[[Env], Counter[Row]]) -> Callable[[Env], Counter[Row]]:
+    """``run`` with its counts wrapped to signed 64 bits, as the engine keeps them: every
+    node sees its inputs' counts as the engine's operators do (an iterated self-join can
+    square a count each round; ``distinct`` and the other non-linear nodes read the wrapped
+    value)."""
+
+    def wrapped(env: Env) -> Counter[Row]:
+        out: Counter[Row] = Counter()
+        for row, count in run(env).items():
+            if INT_MIN <= count <= INT_MAX:  # the usual case: nothing to wrap
+                out[row] = count
+            elif wrap64(count):
+                out[row] = wrap64(count)
+        return out
+
+    return wrapped
+
+
 class _Compiler:
     """Checks a plan and builds its :class:`_Node` tree. ``var_columns`` maps each iterate
     var in scope to its columns; ``views_open`` guards against views that read themselves."""
@@ -666,7 +685,7 @@ class _Compiler:
         if compile_op is None:
             raise PlanError(f"unknown node {op!r}", path)
         node: _Node = compile_op(plan, path, var_columns)
-        return node
+        return _Node(node.columns, _counts_wrapped(node.run))
 
     def child(self, plan: dict[str, Any], key: str, path: Path, var_columns: VarColumns) -> _Node:
         return self.plan(plan[key], (*path, key), var_columns)
