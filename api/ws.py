@@ -88,14 +88,31 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             await sender
 
 
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
+
+
+def _flag(ws: WebSocket, name: str) -> bool:
+    """A true/false query parameter (true when absent), read here rather than by FastAPI,
+    which refuses a bad one with a bare 403 at the handshake instead of an error frame."""
+    value = ws.query_params.get(name)
+    if value is None or value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise Invalid(
+        f"query parameter {name!r} must be true or false, not {value!r}",
+        {"path": name},
+        "invalid_parameter",
+    )
+
+
 @router.websocket("/v1/views/{name}/subscribe")
-async def ws_subscribe(
-    ws: WebSocket, name: str, snapshot: bool = True, progress: bool = True
-) -> None:
+async def ws_subscribe(ws: WebSocket, name: str) -> None:
     await ws.accept()
     rt: Runtime = ws.app.state.runtime
     loop = asyncio.get_running_loop()
     try:
+        snapshot, progress = _flag(ws, "snapshot"), _flag(ws, "progress")
         sub = await rt.call(lambda: rt.subscribe(name, snapshot, progress, loop))
     except ServiceError as exc:
         await ws.send_text(orjson.dumps(_error_frame(None, exc)).decode())

@@ -107,6 +107,25 @@ def test_subscribe_unknown_view_is_an_error_frame(server) -> None:  # type: igno
     assert f["type"] == "error" and f["error"]["code"] == "not_found"
 
 
+def test_subscribe_with_a_bad_flag_is_an_error_frame(
+    server, client: httpx.Client, name: str
+) -> None:  # type: ignore[no-untyped-def]
+    make_table(client, name, [("k", "int")])
+    view = f"{name}_v"
+    plan = {"op": "table", "name": name}
+    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    for query, path in (("snapshot=maybe", "snapshot"), ("snapshot=true&progress=2", "progress")):
+        with connect(f"{server.ws_url}/v1/views/{view}/subscribe?{query}") as ws:
+            f = recv(ws)
+        assert f["type"] == "error" and f["id"] is None
+        assert f["error"]["code"] == "invalid_parameter" and f["error"]["detail"] == {"path": path}
+    with connect(f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=FALSE&progress=on") as ws:
+        assert recv(ws)["type"] == "progress"  # no snapshot
+        write(client, name, {"updates": [{"insert": {"k": 7}}]})
+        f = recv(ws)
+    assert f["type"] == "diff" and f["updates"] == [{"data": {"k": 7}, "diff": 1}]
+
+
 def test_dropping_a_view_closes_its_subscribers(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
     make_table(client, name, [("k", "int")])
     view = f"{name}_v"
