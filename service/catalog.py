@@ -63,6 +63,9 @@ class Catalog:
     # -- tables ---------------------------------------------------------------------------
     def create_table(self, spec: dict[str, Any]) -> TableState:
         name = self._check_new_name(spec.get("name"), "table")
+        extra = sorted(set(spec) - {"name", "columns", "primary_key", "timing", "time_dims"})
+        if extra:  # a misspelt field is refused, not ignored
+            raise Invalid(f"unknown field(s) {extra}", {"path": extra[0]}, "bad_schema")
         columns = spec.get("columns")
         if not isinstance(columns, list) or not columns:
             raise Invalid(

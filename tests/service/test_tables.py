@@ -79,6 +79,7 @@ def test_bad_table_specs_are_422(client: httpx.Client, name: str) -> None:
         {"name": name, "columns": [{"name": "x", "type": "int"}], "primary_key": ["y"]},
         {"name": name, "columns": [{"name": "x", "type": "int"}], "timing": "sometimes"},
         {"name": name, "columns": [{"name": "x", "type": "int"}], "time_dims": 2},
+        {"name": name, "columns": [{"name": "x", "type": "int"}], "primary_keys": ["x"]},
         {
             "name": name,
             "columns": [{"name": "x", "type": "int"}],
