@@ -55,6 +55,7 @@ class ParsedWrite:
     weights: np.ndarray  # (n,) int64
     times: np.ndarray | None  # (d, n), None for server-timed tables
     advance_to: Antichain | None
+    time_path: str = "updates[{}].time"  # where update i's time was given, for errors
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -221,7 +222,7 @@ def _parse_columnar(
                     raise _invalid(f"diff[{i}]", f"must be an integer {_WEIGHTS}")
             checked = np.asarray(diff, dtype=np.int64)
         weights = checked
-    t_arr = None
+    t_arr, time_path = None, "time"
     if "time" in body:
         value = body["time"]
         per_row = (
@@ -236,7 +237,7 @@ def _parse_columnar(
             )
         )
         if per_row:
-            t_arr = _row_times(value, shape)
+            t_arr, time_path = _row_times(value, shape), "time[{}]"
         elif n == 0 and value == []:
             t_arr = np.zeros((shape.dims, 0), dtype=np.int64)  # one time per row, for no rows
         else:
@@ -244,7 +245,7 @@ def _parse_columnar(
     elif shape.timing == "client":
         raise _invalid("time", "client-timed tables need 'time' (one time, or one per row)")
     ops = np.full(n, WEIGHT, dtype=np.int64)
-    return ParsedWrite(ops, data, weights, t_arr, None)
+    return ParsedWrite(ops, data, weights, t_arr, None, time_path)
 
 
 def _ints(values: list, least: int, most: int) -> np.ndarray | None:
@@ -296,10 +297,11 @@ def stage_write(
         if early.any():
             i = int(np.flatnonzero(early)[0])
             t = time_tuples(times[:, i : i + 1])[0]
+            what = f"updates[{i}]" if parsed.time_path.startswith("updates") else f"row {i}"
             raise Conflict(
-                f"updates[{i}] is at time {t[0] if len(t) == 1 else list(t)}, not at or beyond "
+                f"{what} is at time {t[0] if len(t) == 1 else list(t)}, not at or beyond "
                 f"the frontier {frontier.to_list()} of table {shape.name!r}",
-                {"path": f"updates[{i}].time", "frontier": frontier.to_list()},
+                {"path": parsed.time_path.format(i), "frontier": frontier.to_list()},
                 "time_before_frontier",
             )
     if parsed.advance_to is not None and not frontier.precedes(parsed.advance_to):

@@ -475,7 +475,7 @@ def _parsed(data: np.ndarray, weights: np.ndarray, at: tuple[int, ...] | None) -
     if at is not None:
         times = np.repeat(np.asarray(at, dtype=np.int64).reshape(-1, 1), n, axis=1)
     ops = np.broadcast_to(np.int64(WEIGHT), (n,))  # read-only, no memory per row
-    return ParsedWrite(ops, data, weights, times, None)
+    return ParsedWrite(ops, data, weights, times, None, "time")
 
 
 def _check_time(table: TableState, at: tuple[int, ...]) -> None:

@@ -105,6 +105,16 @@ def test_time_before_frontier_and_backwards_frontier_are_409(
         409,
         "time_before_frontier",
     )
+    # the columnar form names the time where it was given: per row, or the one for all
+    for time, path in (([12, 9], "time[1]"), (9, "time")):
+        err = assert_error(
+            client.post(
+                f"/v1/tables/{name}/updates", json={"columns": {"x": [1, 2]}, "time": time}
+            ),
+            409,
+            "time_before_frontier",
+        )
+        assert err["detail"]["path"] == path
     assert_error(
         client.post(f"/v1/tables/{name}/updates", json={"updates": [], "advance_to": 3}),
         409,
