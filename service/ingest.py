@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -369,8 +370,13 @@ def _apply_distinct_keys(
     out_data = np.concatenate([data[:, kept], old.T], axis=1)[:, order]
     out_w = np.concatenate([weights[kept], np.full(len(retracted), -1, np.int64)])[order]
     out_t = np.concatenate([kept, retracted])[order]
-    after = [None if w == -1 else row for w, row in zip(weights.tolist(), rows, strict=True)]
-    changes = {keys[i]: after[i] for i in kept.tolist()}
+    after: Sequence[tuple | None] = rows
+    if deletes:
+        after = [None if w == -1 else r for w, r in zip(weights.tolist(), rows, strict=True)]
+    if len(kept) == n:  # the usual case: every update changes its key
+        changes = dict(zip(keys, after, strict=True))
+    else:
+        changes = {keys[i]: after[i] for i in kept.tolist()}
     return out_data, out_w.astype(np.int64), np.take(times, out_t, axis=1), changes
 
 

@@ -172,11 +172,9 @@ class Runtime:
         if server:
             self.catalog.clock += 1
         if table.pk_index is not None:
-            for key, row in staged.pk_changes.items():
-                if row is None:
-                    table.pk_index.pop(key, None)
-                else:
-                    table.pk_index[key] = row
+            table.pk_index.update(staged.pk_changes)  # then the keys deleted go
+            for key in [k for k, row in staged.pk_changes.items() if row is None]:
+                del table.pk_index[key]
         table.rows += staged.rows_delta
         cmd.staged = staged
         cmd.affected = self.catalog.affected_views(cmd.table)
