@@ -9,7 +9,8 @@ frontiers are lists of times. Every check names the offending field in ``detail.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,22 +81,27 @@ def _kind(value: Any) -> str:
 
 
 class ColumnBuilder:
-    """Collects rows column by column, then yields int64 storage arrays, each column checked
-    whole (:func:`checked_column`); a bad value is named as checking the rows one by one, in
-    order, would name it."""
+    """Collects rows, then yields int64 storage arrays, each column checked whole
+    (:func:`whole_column`); a bad value is named as checking the rows one by one, in order,
+    would name it (:meth:`check_rows`)."""
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
         self.names = schema.names
         self.types = schema.types
         self._name_set = set(self.names)
-        self.values: list[list[Any]] = [[] for _ in schema.columns]
+        first = self.names[0] if self.names else ""
+        # a row's values in column order, as a tuple (one C call for several columns)
+        self._values: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+            operator.itemgetter(*self.names) if len(self.names) > 1 else lambda row: (row[first],)
+        )
+        self.rows: list[tuple[Any, ...]] = []
         self.paths: list[str] = []
 
     def add(self, row: Any, path: str) -> None:
         """Take one row object: its columns are checked now, its values by :meth:`storage`."""
         if not isinstance(row, dict) or row.keys() != self._name_set:
-            self._check_values(len(self.paths))  # a bad value in an earlier row comes first
+            self.check_rows()  # a bad value in an earlier row comes first
         if not isinstance(row, dict):
             raise Invalid(
                 f"{path} must be an object of column values, got {_kind(row)}",
@@ -113,24 +119,24 @@ class ColumnBuilder:
                 {"path": path},
                 "wrong_columns",
             )
-        for column, name in zip(self.values, self.names, strict=True):
-            column.append(row[name])
+        self.rows.append(self._values(row))
         self.paths.append(path)
 
-    def _check_values(self, rows: int) -> None:
-        """Check the first ``rows`` rows value by value: Invalid naming the first bad one."""
-        for i in range(rows):
-            for column, name, t in zip(self.values, self.names, self.types, strict=True):
-                check_value(column[i], t, f"{self.paths[i]}.{name}")
+    def check_rows(self) -> None:
+        """Check the rows taken so far value by value: Invalid naming the first bad one."""
+        for values, path in zip(self.rows, self.paths, strict=True):
+            for v, name, t in zip(values, self.names, self.types, strict=True):
+                check_value(v, t, f"{path}.{name}")
 
     def storage(self, interner: StringInterner) -> np.ndarray:
         """The rows as storage; no string is interned unless every value fits."""
-        n = len(self.paths)
+        n = len(self.rows)
         columns = []
-        for values, t in zip(self.values, self.types, strict=True):
+        by_column = [list(c) for c in zip(*self.rows, strict=True)] or [[] for _ in self.types]
+        for values, t in zip(by_column, self.types, strict=True):
             column = whole_column(values, t)
             if column is None:
-                self._check_values(n)
+                self.check_rows()
                 column = _converted(values, t)
             columns.append(column)
         data = np.empty((len(self.types), n), dtype=np.int64)

@@ -123,43 +123,52 @@ def _parse_rows(
 ) -> ParsedWrite:
     builder = ColumnBuilder(shape.schema)
     ops, weights, times = [], [], []
-    for i, u in enumerate(updates):
-        path = f"updates[{i}]"
-        if not isinstance(u, dict):
-            raise _invalid(path, 'an update is an object such as {"insert": row}')
-        keys = set(u) - {"time"}
-        if keys in ({"insert"}, {"delete"}, {"upsert"}):
-            kind = keys.pop()
-            op = OPS[kind]
-            if op == UPSERT and not shape.primary_key:
+    client, keyed = shape.timing == "client", bool(shape.primary_key)
+    try:
+        for i, u in enumerate(updates):
+            if not isinstance(u, dict):
+                raise _invalid(f"updates[{i}]", 'an update is an object such as {"insert": row}')
+            timed = "time" in u
+            kind = None  # the update's one field besides its time, if it has one
+            if len(u) == 1 + timed:
+                for kind in u:
+                    if kind != "time":
+                        break
+            op = OPS.get(kind) if kind is not None else None
+            if op is not None:
+                if op == UPSERT and not keyed:
+                    raise _invalid(
+                        f"updates[{i}].upsert",
+                        f"table {shape.name!r} has no primary key; upsert needs one",
+                    )
+                builder.add(u[kind], f"updates[{i}].{kind}")
+                weights.append(-1 if op == DELETE else 1)
+            elif len(u) == 2 + timed and "weight" in u and "data" in u:
+                w = u["weight"]
+                if isinstance(w, bool) or not isinstance(w, int) or not -(2**62) < w < 2**62:
+                    raise _invalid(f"updates[{i}].weight", f"must be an integer {_WEIGHTS}")
+                op = WEIGHT
+                builder.add(u["data"], f"updates[{i}].data")
+                weights.append(w)
+            else:
                 raise _invalid(
-                    f"{path}.upsert", f"table {shape.name!r} has no primary key; upsert needs one"
+                    f"updates[{i}]",
+                    "an update has exactly one of insert, delete, upsert, or weight with data "
+                    "(and an optional time)",
                 )
-            builder.add(u[kind], f"{path}.{kind}")
-            weights.append(-1 if op == DELETE else 1)
-        elif keys == {"weight", "data"}:
-            w = u["weight"]
-            if isinstance(w, bool) or not isinstance(w, int) or not -(2**62) < w < 2**62:
-                raise _invalid(f"{path}.weight", f"must be an integer {_WEIGHTS}")
-            op = WEIGHT
-            builder.add(u["data"], f"{path}.data")
-            weights.append(w)
-        else:
-            raise _invalid(
-                path,
-                "an update has exactly one of insert, delete, upsert, or weight with data "
-                "(and an optional time)",
-            )
-        ops.append(op)
-        if "time" in u:
-            times.append(_time(u["time"], shape, f"{path}.time"))
-        elif shape.timing == "client":
-            if default_time is None:
-                raise _invalid(
-                    f"{path}.time",
-                    "client-timed tables need a time on each update or a default 'time'",
-                )
-            times.append(default_time)
+            ops.append(op)
+            if timed:
+                times.append(_time(u["time"], shape, f"updates[{i}].time"))
+            elif client:
+                if default_time is None:
+                    raise _invalid(
+                        f"updates[{i}].time",
+                        "client-timed tables need a time on each update or a default 'time'",
+                    )
+                times.append(default_time)
+    except Invalid:
+        builder.check_rows()  # values are checked by column, after: an earlier bad one first
+        raise
     t_arr = None
     if shape.timing == "client":
         t_arr = np.asarray(times, dtype=np.int64).reshape(len(times), shape.dims).T.copy()

@@ -192,3 +192,77 @@ def test_a_bulk_write_with_a_bad_value_deep_inside_names_it() -> None:
         with pytest.raises(Invalid) as caught:
             parse_write(body, shape, StringInterner(), 10_000)
         assert caught.value.detail == {"path": path}
+
+
+ROWS_SHAPE = TableShape("r", Schema.of([("a", "int"), ("s", "string")]), (), "client", 1)
+GOOD_ROW = st.fixed_dictionaries({"a": TYPED[ColumnType.INT], "s": TYPED[ColumnType.STRING]})
+ANY_ROW = st.one_of(
+    GOOD_ROW,
+    GOOD_ROW,
+    st.fixed_dictionaries({"a": ANY_VALUE, "s": ANY_VALUE}),
+    st.just({"a": 1}),
+    st.just(7),
+)
+TIME = st.one_of(st.integers(0, 9), st.integers(0, 9), st.just(-1), st.just("1"), st.just(2**63))
+AN_UPDATE = st.one_of(
+    st.builds(
+        lambda k, r, t: {k: r, "time": t}, st.sampled_from(["insert", "delete"]), ANY_ROW, TIME
+    ),
+    st.builds(
+        lambda w, r, t: {"weight": w, "data": r, "time": t},
+        st.one_of(st.integers(-3, 3), st.just(2**62), st.just(True)),
+        ANY_ROW,
+        TIME,
+    ),
+    st.builds(lambda r, t: {"upsert": r, "time": t}, ANY_ROW, TIME),
+    st.builds(lambda r: {"insert": r, "delete": r, "time": 1}, ANY_ROW),
+    st.just({"time": 3}),
+    st.just([1]),
+)
+
+
+def parse_in_order(updates: list[Any]) -> None:
+    """Every check of update ``i`` before any of update ``i + 1`` (Invalid naming the first)."""
+    names = ROWS_SHAPE.schema.names
+    for i, u in enumerate(updates):
+        path = f"updates[{i}]"
+        if not isinstance(u, dict):
+            raise Invalid("not an update", {"path": path}, "invalid_update")
+        fields = set(u) - {"time"}
+        if len(fields) == 1 and fields <= {"insert", "delete", "upsert"}:
+            (kind,) = fields
+            if kind == "upsert":  # the table has no primary key
+                raise Invalid("no key", {"path": f"{path}.upsert"}, "invalid_update")
+            row, row_path = u[kind], f"{path}.{kind}"
+        elif fields == {"weight", "data"}:
+            w = u["weight"]
+            if isinstance(w, bool) or not isinstance(w, int) or not -(2**62) < w < 2**62:
+                raise Invalid("bad weight", {"path": f"{path}.weight"}, "invalid_update")
+            row, row_path = u["data"], f"{path}.data"
+        else:
+            raise Invalid("bad update", {"path": path}, "invalid_update")
+        if not isinstance(row, dict):
+            raise Invalid("not a row", {"path": row_path}, "wrong_type")
+        if set(row) != set(names):
+            raise Invalid("columns", {"path": row_path}, "wrong_columns")
+        for name, t in zip(names, ROWS_SHAPE.schema.types, strict=True):
+            check_value(row[name], t, f"{row_path}.{name}")
+        if "time" in u:
+            t = u["time"]
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < 2**63:
+                raise Invalid("bad time", {"path": f"{path}.time"}, "bad_time")
+
+
+@given(updates=st.lists(AN_UPDATE, max_size=6))
+def test_row_writes_name_the_error_an_in_order_check_finds_first(updates: list[Any]) -> None:
+    got = outcome(lambda: parse_write({"updates": updates}, ROWS_SHAPE, StringInterner(), 100))
+    expected = outcome(lambda: parse_in_order(updates))
+    assert got[0] == expected[0], (got, expected)
+    if got[0] == "error":
+        assert (got[2], got[3]) == (expected[2], expected[3])
+    else:
+        parsed = got[1]
+        assert parsed.size == len(updates)
+        assert parsed.data[0].tolist() == [
+            (u.get("insert") or u.get("delete") or u.get("data"))["a"] for u in updates
+        ]
