@@ -217,8 +217,6 @@ def _parse_columnar(
             )
         arrays.append(checked_column(values, t, f"columns.{name}"))
     n = n or 0
-    if arrays:  # strings are interned once every column has passed
-        data = np.stack([interner.intern_many(a) if isinstance(a, list) else a for a in arrays])
     diff = body.get("diff")
     if diff is None:
         weights = np.ones(n, dtype=np.int64)
@@ -254,6 +252,8 @@ def _parse_columnar(
             t_arr = np.repeat(np.array([_time(value, shape, "time")], np.int64).T, n, axis=1)
     elif shape.timing == "client":
         raise _invalid("time", "client-timed tables need 'time' (one time, or one per row)")
+    if arrays:  # strings are interned once everything else has passed
+        data = np.stack([interner.intern_many(a) if isinstance(a, list) else a for a in arrays])
     ops = np.full(n, WEIGHT, dtype=np.int64)
     return ParsedWrite(ops, data, weights, t_arr, None, time_path)
 

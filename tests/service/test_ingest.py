@@ -266,3 +266,18 @@ def test_row_writes_name_the_error_an_in_order_check_finds_first(updates: list[A
         assert parsed.data[0].tolist() == [
             (u.get("insert") or u.get("delete") or u.get("data"))["a"] for u in updates
         ]
+
+
+def test_a_refused_columnar_write_interns_no_string() -> None:
+    shape = TableShape("t", Schema.of([("s", "string"), ("a", "int")]), (), "client", 1)
+    interner = StringInterner()
+    for body in (
+        {"columns": {"s": ["x", "y"], "a": [1, "2"]}, "time": 1},
+        {"columns": {"s": ["x", "y"], "a": [1, 2]}, "diff": [1, True], "time": 1},
+        {"columns": {"s": ["x", "y"], "a": [1, 2]}, "time": [1, -1]},
+    ):
+        with pytest.raises(Invalid):
+            parse_write(body, shape, interner, 100)
+    assert len(interner) == 0
+    parse_write({"columns": {"s": ["x", "y"], "a": [1, 2]}, "time": 1}, shape, interner, 100)
+    assert len(interner) == 2
