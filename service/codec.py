@@ -155,12 +155,6 @@ _PYTHON_TYPES: dict[ColumnType, set[type]] = {
 }
 
 
-def encode_values(values: Sequence[Any], ctype: ColumnType, interner: StringInterner) -> np.ndarray:
-    if ctype is ColumnType.STRING:
-        return interner.intern_many(values)
-    return encode(np.asarray(values, dtype=_DTYPES[ctype]), ctype)
-
-
 def whole_column(values: list[Any], ctype: ColumnType) -> np.ndarray | list[Any] | None:
     """A column's values checked whole: one pass over their Python types, then one numpy
     conversion (which refuses ints beyond 64 bits) and, for floats, a finiteness test.

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine import ColumnType, Schema, StringInterner
-from service.codec import ColumnBuilder, check_value, checked_column, encode_values
+from engine.schema import encode
+from service.codec import ColumnBuilder, check_value, checked_column
 from service.errors import Invalid
 from service.ingest import (
     DELETE,
@@ -46,6 +47,14 @@ def outcome(fn: Any) -> Any:
         return ("ok", fn())
     except Invalid as exc:
         return ("error", str(exc), exc.detail, exc.code)
+
+
+def encode_values(values: list, ctype: ColumnType, interner: StringInterner) -> np.ndarray:
+    """Checked values as storage, the plain way."""
+    if ctype is ColumnType.STRING:
+        return interner.intern_many(values)
+    dtype = {ColumnType.INT: np.int64, ColumnType.FLOAT: np.float64, ColumnType.BOOL: np.bool_}
+    return encode(np.asarray(values, dtype=dtype[ctype]), ctype)
 
 
 def value_by_value(values: list, ctype: ColumnType, interner: StringInterner) -> np.ndarray:
