@@ -61,14 +61,14 @@ def view_plan(table: str) -> dict[str, Any]:
 
 def bodies(n: int) -> dict[str, bytes]:
     """The JSON bodies of the three writes (encoded once, outside the timed region)."""
-    cols = columns(n)
+    columnar = orjson.dumps({"columns": columns(n)})
     half = columns(n, v_shift=1)
     upserts = [
         {"upsert": {c: half[c][i] for c in half}} for i in range(0, n, 2)
     ]  # every other key, a new v
     return {
-        "columnar": orjson.dumps({"columns": cols}),
-        "columnar, keyed": orjson.dumps({"columns": cols}),
+        "columnar": columnar,
+        "columnar, keyed": columnar,
         "upserts, keyed": orjson.dumps({"updates": upserts}),
     }
 
@@ -88,7 +88,8 @@ def run_service(url: str, n: int, rep: int) -> dict[str, dict[str, float]]:
                 if table == "keyed":
                     spec["primary_key"] = ["k"]
                 c.post("/v1/tables", json=spec).raise_for_status()
-                c.post("/v1/views", json={"name": f"{name}_v", "query": view_plan(name)})
+                view = {"name": f"{name}_v", "query": view_plan(name)}
+                c.post("/v1/views", json=view).raise_for_status()
             t = time.perf_counter()
             r = c.post(
                 f"/v1/tables/{name}/updates",
