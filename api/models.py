@@ -28,6 +28,7 @@ __all__ = [
     "WriteBody",
     "WriteDone",
     "WritePending",
+    "request_schema",
 ]
 
 Time = int | list[int]
@@ -204,3 +205,25 @@ class LoadPublic(Strict):
 
 class LoadList(Strict):
     loads: list[LoadPublic]
+
+
+def request_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema for a request body declared in ``openapi_extra``, with the
+    definitions it refers to written in place. Embedded in the document, a ``#/$defs/...``
+    reference would point at the document's root, which has no ``$defs`` (none of these
+    models refers to itself, so the result is finite)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            rest = {k: inline(v) for k, v in node.items() if k != "$ref"}
+            return {**inline(defs[ref.removeprefix("#/$defs/")]), **rest}
+        return {k: inline(v) for k, v in node.items()}
+
+    return dict(inline(schema))

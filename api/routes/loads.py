@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 
 from api.body import JsonObject
 from api.deps import RuntimeDep
-from api.models import ErrorBody, LoadCreate, LoadList, LoadPublic, LoadQueued
+from api.models import ErrorBody, LoadCreate, LoadList, LoadPublic, LoadQueued, request_schema
 from api.responses import JSONResponse
 from service.loads import LoadManager
 
@@ -36,7 +36,7 @@ LoadsDep = Annotated[LoadManager, Depends(get_loads)]
     response_model=None,
     openapi_extra={
         "requestBody": {
-            "content": {"application/json": {"schema": LoadCreate.model_json_schema()}},
+            "content": {"application/json": {"schema": request_schema(LoadCreate)}},
             "required": True,
         }
     },

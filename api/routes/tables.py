@@ -18,6 +18,7 @@ from api.models import (
     WriteBody,
     WriteDone,
     WritePending,
+    request_schema,
 )
 from api.responses import JSONResponse
 from service.codec import frontier_to_wire
@@ -39,7 +40,7 @@ PARSE_IN_THREAD_BYTES = 256 * 1024  # bodies larger than this are parsed off the
     response_model=None,
     openapi_extra={
         "requestBody": {
-            "content": {"application/json": {"schema": TableCreate.model_json_schema()}},
+            "content": {"application/json": {"schema": request_schema(TableCreate)}},
             "required": True,
         }
     },
@@ -93,7 +94,7 @@ def pending_body(rt: Runtime, cmd: WriteCommand) -> dict[str, Any]:
     response_model=None,
     openapi_extra={
         "requestBody": {
-            "content": {"application/json": {"schema": WriteBody.model_json_schema()}},
+            "content": {"application/json": {"schema": request_schema(WriteBody)}},
             "required": True,
         }
     },

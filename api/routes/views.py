@@ -8,7 +8,7 @@ from fastapi import APIRouter, Response
 
 from api.body import JsonObject
 from api.deps import RuntimeDep
-from api.models import ErrorBody, RowsPublic, ViewCreate, ViewList, ViewPublic
+from api.models import ErrorBody, RowsPublic, ViewCreate, ViewList, ViewPublic, request_schema
 from api.responses import JSONResponse
 from service.errors import Invalid
 
@@ -24,7 +24,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     response_model=None,
     openapi_extra={
         "requestBody": {
-            "content": {"application/json": {"schema": ViewCreate.model_json_schema()}},
+            "content": {"application/json": {"schema": request_schema(ViewCreate)}},
             "required": True,
         }
     },

@@ -30,6 +30,19 @@ def test_health_and_openapi(client: httpx.Client) -> None:
     # a reference stands alone (a sibling "type": "string" would make a body unsatisfiable)
     assert [s for s in schemas(spec) if len(s) > 1] == []
 
+    def resolves(ref: str) -> bool:
+        node: object = spec
+        for part in ref.removeprefix("#/").split("/"):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    # every reference points into this document (request bodies included: a "#/$defs/..."
+    # in a schema embedded in the document would point at its root, which has none)
+    refs = {str(s["$ref"]) for s in schemas(spec)}
+    assert refs and [r for r in refs if not r.startswith("#/") or not resolves(r)] == []
+
     def body_model(path: str, method: str, status: str) -> str:
         schema = spec["paths"][path][method]["responses"][status]["content"]["application/json"]
         return str(schema["schema"]["$ref"]).rsplit("/", 1)[-1]
