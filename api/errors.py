@@ -12,12 +12,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from api.responses import JSONResponse
 from service.errors import ServiceError
 
 __all__ = ["error_response", "install_error_handlers"]
 
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 _CODES = {
     400: "bad_request",
     404: "not_found",
@@ -28,10 +30,25 @@ _CODES = {
 }
 
 
-def error_response(status: int, code: str, message: str, detail: Any = None) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, detail: Any = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse(
-        {"error": {"code": code, "message": message, "detail": detail}}, status_code=status
+        {"error": {"code": code, "message": message, "detail": detail}},
+        status_code=status,
+        headers=headers,
     )
+
+
+def _allowed_methods(request: Request) -> str:
+    """The methods some route serves at the request's path (Starlette's own ``Allow``
+    names only the first route that matched the path, and a path has a route per method)."""
+    served = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes):
+            served.append(method)
+    return ", ".join(served)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -43,9 +60,14 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _CODES.get(exc.status_code, "error")
         message = str(exc.detail) if exc.detail else code
+        headers = dict(exc.headers) if exc.headers else None
         if exc.status_code == 404:
             message = f"no such endpoint: {request.method} {request.url.path}"
-        return error_response(exc.status_code, code, message)
+        if exc.status_code == 405:
+            allowed = _allowed_methods(request)
+            message = f"{request.method} is not served at {request.url.path}; it serves {allowed}"
+            headers = {**(headers or {}), "Allow": allowed}
+        return error_response(exc.status_code, code, message, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

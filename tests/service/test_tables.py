@@ -112,3 +112,13 @@ def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:
 
 def test_unknown_route_has_error_shape(client: httpx.Client) -> None:
     assert_error(client.get("/v1/nothing-here"), 404, "not_found")
+
+
+def test_wrong_method_is_405_naming_the_allowed_ones(client: httpx.Client, name: str) -> None:
+    make_table(client, name, [("x", "int")])
+    r = client.put(f"/v1/tables/{name}")
+    assert_error(r, 405, "method_not_allowed")
+    assert set(r.headers["allow"].split(", ")) == {"GET", "DELETE"}
+    r = client.request("TRACE", "/v1/views")
+    assert_error(r, 405)
+    assert set(r.headers["allow"].split(", ")) == {"GET", "POST"}
