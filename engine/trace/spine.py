@@ -7,6 +7,14 @@ Invariants:
   batches of fewer than ``SMALL_RECORDS`` records may wait at the end before they are merged
   (tiny inserts are frequent, and a compiled seek into a small batch costs far less than a
   merge);
+* batches inserted since the spine was last read (its seek table, :meth:`Spine.seek_table`)
+  wait at the end, unmerged, until that read, which merges them in one pass and then
+  restores the invariant above; at most ``LAZY_BATCHES`` batches of fewer than
+  ``LAZY_RECORDS`` records in all wait so (that merge stays below the amortized ones). A
+  loop's arrangement read only where another input changes (a join's side, at a loop's
+  first round) takes a batch per round and is read at the next step, after
+  :meth:`Spine.settle` has merged it whole: its rounds' batches are merged once, not once
+  per level of the staircase they would climb. A spine read every round merges as before;
 * a merge of at least ``AMORTIZE_FROM`` records is not done at once: it advances a key
   range at a time, by an amount of work proportional to each later insert (seed 000's
   "fuel"), and both its inputs stay readable until it completes. One insert never pays for
@@ -39,6 +47,8 @@ from engine.trace.seek import ROW_WIDTH, gather_spine
 
 __all__ = [
     "AMORTIZE_FROM",
+    "LAZY_BATCHES",
+    "LAZY_RECORDS",
     "SETTLE_FROM",
     "SMALL_BATCHES",
     "SMALL_RECORDS",
@@ -50,7 +60,9 @@ __all__ = [
 
 SMALL_RECORDS = 256
 SMALL_BATCHES = 8
+LAZY_BATCHES = 32  # batches inserted unread before the spine merges them without a read
 AMORTIZE_FROM = 1 << 20  # records: merges at least this big advance a key range per insert
+LAZY_RECORDS = AMORTIZE_FROM // 2  # ... or records
 FUEL_PER_RECORD = 4  # merge work (records) each merge under way does per inserted record
 FUEL_MIN = 2048  # ... and at least this much per insert
 SETTLE_FROM = 1 << 12  # records inserted in one step before the step's end may merge it all
@@ -167,6 +179,8 @@ class Spine:
         self._table = np.zeros((8, ROW_WIDTH), np.int64)
         self._stale = 0  # seek-table rows from here on may not match the batches
         self._waiting = 0  # small batches at the end, waiting to be merged
+        self._unread = 0  # batches inserted since the last read, waiting after those
+        self._unread_records = 0
         self._inserted = 0  # records inserted since the last settle
         self._settled = 0  # records held after the last step of SETTLE_FROM inserts or more
 
@@ -197,31 +211,43 @@ class Spine:
 
     # -- writing ------------------------------------------------------------------------
     def insert(self, batch: TraceBatch) -> None:
-        """Add a batch. A small batch may wait behind other small ones (up to
-        ``SMALL_BATCHES``); otherwise the waiting small batches and the new one merge into
-        one, then batches merge while the geometric invariant is broken. Merges under way
-        advance by work proportional to the batch."""
+        """Add a batch. It waits unmerged until the spine is read (:meth:`_balance`), or
+        until ``LAZY_BATCHES`` or ``LAZY_RECORDS`` wait; while a big merge is under way it
+        is placed at once, and the merge advances by work proportional to the batch."""
         if len(batch) == 0:
             return
         self._inserted += len(batch)
-        waiting = self._waiting
         self.batches.append(batch)
         self._stale = min(self._stale, len(self.batches) - 1)
-        # tiny batches wait at the end until there are too many of them
-        if len(batch) < SMALL_RECORDS and waiting < SMALL_BATCHES:
-            self._waiting += 1
-        else:
-            if waiting:
-                n = len(self.batches)
-                merged = self._merge(n - waiting - 1, n)
-                del self.batches[-(waiting + 1) :]
-                self._stale = min(self._stale, len(self.batches))
-                if len(merged):
-                    self.batches.append(merged)
-            self._rebalance(len(self.batches) - 1)
-            self._count_waiting()
+        self._unread += 1
+        self._unread_records += len(batch)
+        if self.merging or self._unread >= LAZY_BATCHES or self._unread_records >= LAZY_RECORDS:
+            self._balance()
         if self.merging:
             self._fuel(max(FUEL_MIN, FUEL_PER_RECORD * len(batch)))
+
+    def _balance(self) -> None:
+        """Place the batches inserted since the last read. Small ones may wait behind the
+        small batches already waiting (up to ``SMALL_BATCHES`` in all); otherwise the
+        waiting small batches and the new ones merge into one (one pass over all of them),
+        then batches merge while the geometric invariant is broken."""
+        k, self._unread, self._unread_records = self._unread, 0, 0
+        if k == 0:
+            return
+        n, waiting = len(self.batches), self._waiting
+        if waiting + k <= SMALL_BATCHES and all(
+            b.diffs.shape[0] < SMALL_RECORDS for b in self.batches[n - k :]
+        ):
+            self._waiting += k
+            return
+        if waiting + k > 1:
+            merged = self._merge(n - waiting - k, n)
+            del self.batches[-(waiting + k) :]
+            self._stale = min(self._stale, len(self.batches))
+            if len(merged):
+                self.batches.append(merged)
+        self._rebalance(len(self.batches) - 1)
+        self._count_waiting()
 
     def _count_waiting(self) -> None:
         """Recount the small batches at the end (after merges changed them); a batch in a
@@ -297,6 +323,7 @@ class Spine:
     def compact(self) -> None:
         """Merge everything into one batch, advanced to ``since`` (physical compaction)."""
         self.merging.clear()
+        self._unread = self._unread_records = 0
         merged = TraceBatch.merge(
             self.layout, self.batches or [TraceBatch.empty(self.layout, self.dims)], self.since()
         )
@@ -316,7 +343,9 @@ class Spine:
     def seek_table(self) -> np.ndarray:
         """One row per batch for the compiled seeks (``TraceBatch.addresses``); the batches
         it points into live in ``batches``. Rows are rewritten only from the first batch
-        that changed since the last call (usually only the newest)."""
+        that changed since the last call (usually only the newest). This is the spine's
+        read: batches inserted since the last one are placed first (:meth:`_balance`)."""
+        self._balance()
         batches, table, n = self.batches, self._table, len(self.batches)
         if self._stale < n:
             if table.shape[0] < n:

@@ -16,7 +16,7 @@ from engine.lattice import Antichain
 from engine.trace import Layout, Spine, TraceBatch
 from engine.trace import spine as spine_mod
 from engine.trace.seek import table_row
-from engine.trace.spine import SMALL_BATCHES, SMALL_RECORDS
+from engine.trace.spine import LAZY_BATCHES, SMALL_BATCHES, SMALL_RECORDS
 from tests.engine.splitting import every_call_split
 
 updates = st.lists(
@@ -104,6 +104,7 @@ def test_spine_geometric_and_gather() -> None:
     for t in range(200):
         rows = [(int(k), int(v), t, 1) for k, v in rng.integers(0, 50, size=(5, 2))]
         spine.insert(TraceBatch.from_updates(layout, batch_of(rows)))
+        spine.seek_table()  # a read places what was inserted since the last one
         sizes = [len(b) for b in spine.batches]
         small = 0
         while small < len(sizes) and sizes[-1 - small] < SMALL_RECORDS:
@@ -129,6 +130,49 @@ def test_spine_geometric_and_gather() -> None:
             if o == qi
         )
         assert got == expect
+
+
+def test_unread_inserts_wait_and_the_next_read_merges_them_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches inserted while nobody reads the spine wait at its end unmerged (up to
+    ``LAZY_BATCHES``); the next read merges them in one pass and restores the geometric
+    invariant. Readers see the same content either way."""
+    layout = Layout.by_key(2, [0])
+    spine = Spine(layout, 1)
+    rng = np.random.default_rng(3)
+
+    def insert(t: int) -> None:
+        rows = [(int(k), int(v), t, 1) for k, v in rng.integers(0, 300, size=(400, 2))]
+        spine.insert(TraceBatch.from_updates(layout, batch_of(rows)))
+
+    insert(0)
+    spine.seek_table()
+    merges = []
+    merge_rows = TraceBatch.merge_rows
+
+    def counted(*args: object, **kwargs: object) -> TraceBatch:
+        merges.append(len(args[3]))  # type: ignore[arg-type]
+        return merge_rows(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TraceBatch, "merge_rows", staticmethod(counted))
+    for t in range(1, 6):
+        insert(t)
+    assert len(spine.batches) == 6 and merges == []  # unread: nothing merged yet
+    before = spine.content()
+    merges.clear()
+    spine.seek_table()
+    assert merges[0] == 5  # the five unread batches, in one merge
+    sizes = [len(b) for b in spine.batches]
+    assert all(sizes[i] > 2 * sizes[i + 1] for i in range(len(sizes) - 1))
+    after = spine.content()
+    for name in ("codes", "keys", "offsets", "vals", "times", "diffs"):
+        assert np.array_equal(getattr(before, name), getattr(after, name)), name
+    merges.clear()
+    for t in range(6, 6 + LAZY_BATCHES):  # nobody reads: the bound merges them anyway
+        insert(t)
+    assert merges and merges[0] == LAZY_BATCHES
+    assert len(spine.batches) < LAZY_BATCHES
 
 
 def test_multi_column_keys_with_colliding_codes_stay_apart() -> None:
@@ -408,7 +452,7 @@ def test_merges_under_way_keep_the_trace_whole(sizes: list, seed: int, two_col: 
 
 
 def test_a_big_merge_goes_on_across_inserts() -> None:
-    """A small insert that makes two big batches due to merge starts a merge that later
+    """Inserts that make two big batches due to merge start a merge (when read) that later
     inserts advance a key range at a time: both inputs stay readable meanwhile, and it
     ends as one batch holding both."""
     from engine.trace.spine import AMORTIZE_FROM, FUEL_MIN, FUEL_PER_RECORD
@@ -429,6 +473,7 @@ def test_a_big_merge_goes_on_across_inserts() -> None:
     a, b, c = batch(big, 0), batch(big // 2 - 300, 1), batch(big // 4, 2)
     for x in (a, b, c):
         spine.insert(x)
+    spine.seek_table()  # a read places them
     assert len(spine.merging) == 1 and spine.batches[0] is a  # (a, b + c): under way
     total = len(a) + len(b) + len(c)
     inserts = 0
@@ -488,7 +533,8 @@ def test_a_bulk_step_settles_into_one_batch(monkeypatch: pytest.MonkeyPatch) -> 
     spine.insert(
         TraceBatch.from_updates(layout, UpdateBatch.build(old.data, np.full((1, n), 8), -old.diffs))
     )
-    assert spine.records() == 0  # merged with what it retracts, at the same time
+    spine.seek_table()  # read: the retraction merges with what it retracts
+    assert spine.records() == 0
     insert(n * 6 // 10, 8)
     insert(n // 4, 8)
     assert len(spine.batches) == 2
