@@ -623,7 +623,7 @@ def test_seeks_through_a_radix_index_find_every_key(seed: int, codes: str, extra
     """A batch of at least ``RADIX_FROM`` keys seeks through its radix index; every query
     (present keys, absent keys, keys below and above the batch's range) finds what numpy
     finds, for hashed two-column keys and for exact codes dense, skewed and negative."""
-    from engine.trace.seek import RADIX_FROM
+    from engine.trace.seek import _DENSE, RADIX_FROM
 
     rng = np.random.default_rng(seed)
     n = RADIX_FROM + 200 + extra * 97
@@ -659,9 +659,15 @@ def test_seeks_through_a_radix_index_find_every_key(seed: int, codes: str, extra
     q_codes = key_codes(q_keys)
     order = np.lexsort([*q_keys[::-1], q_codes])
     q_codes, q_keys = np.ascontiguousarray(q_codes[order]), np.ascontiguousarray(q_keys[:, order])
-    h, r = spine.gather(q_codes, q_keys), spine.gather_reference(q_codes, q_keys)
-    assert np.array_equal(h.owner, r.owner) and np.array_equal(h.diffs, r.diffs)
-    assert np.array_equal(h.vals, r.vals) and np.array_equal(h.times, r.times)
+    # sorted queries (many of them gallop instead, see _DENSE), a sorted few (the radix
+    # index), and all of them out of order (the radix index)
+    few = np.arange(0, q_codes.shape[0], 2 * _DENSE * q_codes.shape[0] // big.nkeys + 1)
+    shuffled = rng.permutation(q_codes.shape[0])
+    for pick_ in (np.arange(q_codes.shape[0]), few, shuffled):
+        qc, qk = q_codes[pick_], np.ascontiguousarray(q_keys[:, pick_])
+        h, r = spine.gather(qc, qk), spine.gather_reference(qc, qk)
+        assert np.array_equal(h.owner, r.owner) and np.array_equal(h.diffs, r.diffs)
+        assert np.array_equal(h.vals, r.vals) and np.array_equal(h.times, r.times)
 
 
 def _set_step_with_codes(code_of, history: list, outputs: list, delta: list, pending: list):
