@@ -1,0 +1,174 @@
+"""A/B of one engine setting on the reach workload, paired by fork: small differences
+measured on a noisy machine.
+
+Two runs of ``bench.reach`` minutes apart differ by up to 25% on a shared machine, so a
+change worth 3% cannot be seen in them. Here one process loads the workload and warms up;
+then, for every window of ``--steps`` batches, two forked children run that same window
+from the same state, one with the setting at ``--a`` and one at ``--b`` (which goes first
+alternates), and each reports its wall time; the parent then runs the window itself (with
+``--a``, or ``--b`` with ``--follow b``) and goes on. The two arms of a pair see the same
+data, the same state and the same minute, so the per-window ratio ``b / a`` is precise;
+its median over many windows is the figure (an A/A run, ``--a`` equal to ``--b``, shows the
+harness's own spread).
+
+The setting is a module attribute read at run time (a spine's ``LAZY_BATCHES``, say), not
+a constant compiled into a kernel. Children pay copy-on-write faults in both arms, which
+dilutes a ratio towards 1. A setting whose costs come later (a merge it defers) needs
+windows long enough to pay them (``--steps``). Kernels use the engine's threads
+(``DIFFLOW_THREADS``): a forked child starts a helper thread of its own, which adds the
+same small cost to both arms.
+
+``python -m bench.paired --setting engine.trace.spine:LAZY_BATCHES --a 1 --b 32
+[--nodes 1000] [--edges 2000] [--batch 1000] [--pairs 30] [--steps 1] [--warm 3]
+[--follow a|b]`` prints one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import struct
+import sys
+import time
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from bench.reach import DifflowReach
+from bench.workload import Workload
+
+
+def _setting(spec: str) -> tuple[ModuleType, str]:
+    module, _, attr = spec.partition(":")
+    mod = importlib.import_module(module)
+    if not attr or not hasattr(mod, attr):
+        raise SystemExit(f"--setting {spec!r}: want module:ATTRIBUTE, an attribute that exists")
+    return mod, attr
+
+
+def _window(engine: DifflowReach, k: int, batch: int, steps: int) -> None:
+    for j in range(steps):
+        engine.apply(k + j * batch, k + (j + 1) * batch)
+
+
+def _timed_child(
+    engine: DifflowReach, mod: ModuleType, attr: str, value: Any, k: int, batch: int, steps: int
+) -> float:
+    """Wall seconds of one window run by a forked child with ``attr`` set to ``value``."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run the window, report, leave without cleanup
+        os.close(read)
+        setattr(mod, attr, value)
+        t = time.perf_counter()
+        _window(engine, k, batch, steps)
+        os.write(write, struct.pack("d", time.perf_counter() - t))
+        os._exit(0)
+    os.close(write)
+    data = os.read(read, 8)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    if len(data) != 8 or status != 0:
+        raise RuntimeError(f"the child running {attr}={value!r} failed (status {status})")
+    return float(struct.unpack("d", data)[0])
+
+
+def run(
+    setting: str,
+    a: Any,
+    b: Any,
+    nodes: int = 1000,
+    edges: int = 2000,
+    batch: int = 1000,
+    pairs: int = 30,
+    steps: int = 1,
+    warm: int = 3,
+    follow: str = "a",
+) -> dict[str, Any]:
+    mod, attr = _setting(setting)
+    original = getattr(mod, attr)
+    engine = DifflowReach(Workload(nodes, edges, 0))
+    engine.load()
+    k = 0
+    for _ in range(warm):
+        engine.apply(k, k + batch)
+        k += batch
+    times_a: list[float] = []
+    times_b: list[float] = []
+    try:
+        for i in range(pairs):
+            order = [(a, times_a), (b, times_b)] if i % 2 == 0 else [(b, times_b), (a, times_a)]
+            for value, into in order:
+                into.append(_timed_child(engine, mod, attr, value, k, batch, steps))
+            setattr(mod, attr, b if follow == "b" else a)
+            _window(engine, k, batch, steps)
+            k += steps * batch
+    finally:
+        setattr(mod, attr, original)
+    ta, tb = np.asarray(times_a) * 1e3, np.asarray(times_b) * 1e3
+    ratio = tb / ta
+    return {
+        "setting": setting,
+        "a": a,
+        "b": b,
+        "nodes": nodes,
+        "edges": edges,
+        "batch": batch,
+        "steps": steps,
+        "pairs": pairs,
+        "follow": follow,
+        "window_ms": {
+            "a": {"median": round(float(np.median(ta)), 3)},
+            "b": {"median": round(float(np.median(tb)), 3)},
+        },
+        "ratio_b_over_a": {
+            "median": round(float(np.median(ratio)), 4),
+            "q25": round(float(np.percentile(ratio, 25)), 4),
+            "q75": round(float(np.percentile(ratio, 75)), 4),
+            "of_sums": round(float(tb.sum() / ta.sum()), 4),
+        },
+    }
+
+
+def _value(text: str) -> Any:
+    """A setting's value from the command line: a JSON literal (1, 0.5, true), else text."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.paired", description=__doc__.split("\n")[0])
+    p.add_argument("--setting", required=True, help="module:ATTRIBUTE, read at run time")
+    p.add_argument("--a", required=True, type=_value)
+    p.add_argument("--b", required=True, type=_value)
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--edges", type=int, default=2000)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--pairs", type=int, default=30)
+    p.add_argument("--steps", type=int, default=1, help="batches in each timed window")
+    p.add_argument("--warm", type=int, default=3, help="batches before the first pair")
+    p.add_argument("--follow", choices=("a", "b"), default="a")
+    args = p.parse_args(argv)
+    result = run(
+        args.setting,
+        args.a,
+        args.b,
+        args.nodes,
+        args.edges,
+        args.batch,
+        args.pairs,
+        args.steps,
+        args.warm,
+        args.follow,
+    )
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
