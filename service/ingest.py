@@ -144,12 +144,10 @@ def _parse_rows(
                 builder.add(u[kind], f"updates[{i}].{kind}")
                 weights.append(-1 if op == DELETE else 1)
             elif len(u) == 2 + timed and "weight" in u and "data" in u:
-                w = u["weight"]
-                if isinstance(w, bool) or not isinstance(w, int) or not -(2**62) < w < 2**62:
-                    raise _invalid(f"updates[{i}].weight", f"must be an integer {_WEIGHTS}")
+                _check_weight(u["weight"], f"updates[{i}].weight")
                 op = WEIGHT
                 builder.add(u["data"], f"updates[{i}].data")
-                weights.append(w)
+                weights.append(u["weight"])
             else:
                 raise _invalid(
                     f"updates[{i}]",
@@ -226,8 +224,7 @@ def _parse_columnar(
         checked = _ints(diff, -(2**62) + 1, 2**62 - 1)
         if checked is None:
             for i, d in enumerate(diff):
-                if isinstance(d, bool) or not isinstance(d, int) or not -(2**62) < d < 2**62:
-                    raise _invalid(f"diff[{i}]", f"must be an integer {_WEIGHTS}")
+                _check_weight(d, f"diff[{i}]")
             checked = np.asarray(diff, dtype=np.int64)
         weights = checked
     t_arr, time_path = None, "time"
@@ -256,6 +253,11 @@ def _parse_columnar(
         data = np.stack([interner.intern_many(a) if isinstance(a, list) else a for a in arrays])
     ops = np.full(n, WEIGHT, dtype=np.int64)
     return ParsedWrite(ops, data, weights, t_arr, None, time_path)
+
+
+def _check_weight(w: Any, path: str) -> None:
+    if isinstance(w, bool) or not isinstance(w, int) or not -(2**62) < w < 2**62:
+        raise _invalid(path, f"must be an integer {_WEIGHTS}")
 
 
 def _ints(values: list, least: int, most: int) -> np.ndarray | None:
