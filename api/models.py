@@ -209,9 +209,12 @@ class LoadList(Strict):
 
 def request_schema(model: type[BaseModel]) -> dict[str, Any]:
     """``model``'s JSON schema for a request body declared in ``openapi_extra``, with the
-    definitions it refers to written in place. Embedded in the document, a ``#/$defs/...``
-    reference would point at the document's root, which has no ``$defs`` (none of these
-    models refers to itself, so the result is finite)."""
+    definitions it refers to written in place, and its optional fields optional but not
+    nullable. Embedded in the document, a ``#/$defs/...`` reference would point at the
+    document's root, which has no ``$defs`` (none of these models refers to itself, so the
+    result is finite). An optional field is one to leave out: API.md gives none of them a
+    meaning for ``null``, and where the server would take one (``primary_key``, ``diff``,
+    a load's ``where``) it reads it as the field left out."""
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
 
@@ -224,6 +227,11 @@ def request_schema(model: type[BaseModel]) -> dict[str, Any]:
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             rest = {k: inline(v) for k, v in node.items() if k != "$ref"}
             return {**inline(defs[ref.removeprefix("#/$defs/")]), **rest}
-        return {k: inline(v) for k, v in node.items()}
+        node = {k: inline(v) for k, v in node.items()}
+        if "default" in node and node["default"] is None and "anyOf" in node:
+            kinds = [k for k in node["anyOf"] if k != {"type": "null"}]
+            rest = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+            return {**kinds[0], **rest} if len(kinds) == 1 else {**rest, "anyOf": kinds}
+        return node
 
     return dict(inline(schema))

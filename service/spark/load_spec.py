@@ -118,7 +118,8 @@ def _parse_source(source: Any) -> Source:
             'source must be an object: {"path", "format", "options"}, {"table"} or {"sql"}',
             detail={"path": "source"},
         )
-    kinds = [key for key in ("path", "table", "sql") if key in source]
+    given = {key for key, value in source.items() if value is not None}  # null: left out
+    kinds = [key for key in ("path", "table", "sql") if key in given]
     if len(kinds) != 1:
         found = f"both {kinds[0]!r} and {kinds[1]!r}" if len(kinds) > 1 else "none of them"
         raise Invalid(
@@ -127,7 +128,7 @@ def _parse_source(source: Any) -> Source:
         )
     kind = kinds[0]
     allowed = _PATH_KEYS if kind == "path" else {kind}
-    extra = sorted(set(source) - allowed)
+    extra = sorted(given - allowed)
     if extra:
         raise Invalid(
             f"source with {kind!r} does not take {extra}; allowed keys: {sorted(allowed)}",

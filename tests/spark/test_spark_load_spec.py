@@ -65,6 +65,16 @@ def test_table_and_sql_sources() -> None:
     assert parse({"source": {"sql": sql}, "where": "src > 0"}).source == SqlSource(sql)
 
 
+def test_null_source_fields_are_left_out() -> None:
+    """A null in the source reads as the field left out, as for format and options."""
+    spec = parse({"source": {"path": "/e.csv", "table": None, "sql": None, "format": None}})
+    assert spec.source == PathSource("/e.csv", "csv", {})
+    assert parse({"source": {"table": "t", "path": None, "options": None}}).source == (
+        TableSource("t")
+    )
+    assert invalid_path({"source": {"path": None, "table": None}}) == "source"
+
+
 @pytest.mark.parametrize(
     ("spec", "path"),
     [
