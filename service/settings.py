@@ -31,6 +31,10 @@ class Settings:
     load_chunk_rows: int = 65_536  # rows per chunk streamed from Spark (progress granularity)
     warmup: bool = True  # compile the engine's kernels in a background process (--no-warmup)
 
+    def __post_init__(self) -> None:
+        # resolved once, against the directory the server starts in
+        object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
+
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Defaults, then ``DIFFLOW_<FIELD>`` variables, then explicit (non-None) overrides."""

@@ -161,11 +161,13 @@ def _start(settings: SparkSettings) -> _Running:
 
 
 def _scratch_dir(data_dir: Path | None) -> Path:
+    """A fresh directory for the session's files, absolute (its log configuration is passed
+    to the JVM as a file URI, which a relative data directory cannot give)."""
     parent = None
     if data_dir is not None:
-        parent = data_dir / "spark"
+        parent = data_dir.absolute() / "spark"
         parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="difflow-spark-", dir=parent))
+    return Path(tempfile.mkdtemp(prefix="difflow-spark-", dir=parent)).absolute()
 
 
 def _local_conf(settings: SparkSettings, scratch: Path) -> dict[str, str]:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from service.errors import LoadError
-from service.spark import SparkSettings, get_spark, parse_spark_conf
+from service.settings import Settings
+from service.spark import SparkSettings, get_spark, parse_spark_conf, session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +50,21 @@ def test_settings_from_env(tmp_path: Path) -> None:
     )
     assert SparkSettings.from_env({}) == SparkSettings()
     assert SparkSettings.from_env({"DIFFLOW_SPARK_REMOTE": "sc://h:15002"}).remote == "sc://h:15002"
+
+
+def test_a_relative_data_dir_gives_absolute_spark_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``difflow serve`` defaults to ``./difflow-data``: the session's scratch directory and
+    the log configuration's file URI must still be absolute (``as_uri`` refuses relative
+    paths, and every load failed as spark_unavailable)."""
+    monkeypatch.chdir(tmp_path)
+    scratch = session._scratch_dir(Path("difflow-data"))
+    assert scratch.is_absolute() and scratch.parent == tmp_path / "difflow-data" / "spark"
+    conf = session._local_conf(SparkSettings(), scratch)
+    assert f"file://{scratch}/log4j2.properties" in conf["spark.driver.extraJavaOptions"]
+    assert Settings().data_dir == tmp_path / "difflow-data"
+    assert Settings.from_env(data_dir="rel").data_dir == tmp_path / "rel"
 
 
 @pytest.mark.spark
