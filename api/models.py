@@ -6,9 +6,11 @@ them (and the responses) in the OpenAPI document. numpy never appears here.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from service.plan import NODE_FIELDS
 
 __all__ = [
     "ArrangementInfo",
@@ -31,7 +33,8 @@ __all__ = [
     "request_schema",
 ]
 
-Time = int | list[int]
+Tick = Annotated[int, Field(ge=0)]
+Time = Tick | list[Tick]  # one coordinate, or several
 ColumnType = Literal["int", "float", "bool", "string"]
 NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
@@ -80,6 +83,10 @@ class Update(Strict):
 class WriteBody(Strict):
     """Row form (``updates``) or columnar form (``columns``, ``diff``, ``time``)."""
 
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"not": {"required": ["updates", "columns"]}}
+    )
+
     updates: list[Update] | None = None
     columns: dict[str, list[Any]] | None = None
     diff: list[int] | None = None
@@ -100,6 +107,7 @@ class WriteDone(Strict):
     status: Literal["done"]
     latency_ms: float
     outputs: dict[str, list[OutputUpdate]]
+    failed_views: dict[str, str] | None = None  # views the write made fail, and why
 
 
 class WritePending(Strict):
@@ -109,9 +117,19 @@ class WritePending(Strict):
     frontier: list[Time] = []
 
 
+PLAN_NODE: dict[str, Any] = {  # what a schema says of a plan's root (API.md, "Query plans")
+    "required": ["op"],
+    "properties": {"op": {"enum": sorted(NODE_FIELDS)}},
+    "oneOf": [
+        {"properties": {"op": {"const": op}}, "required": ["op", *sorted(required)]}
+        for op, (required, _) in sorted(NODE_FIELDS.items())
+    ],
+}
+
+
 class ViewCreate(Strict):
     name: str = Field(pattern=NAME)
-    query: dict[str, Any]
+    query: dict[str, Any] = Field(json_schema_extra=PLAN_NODE)
 
 
 class ArrangementInfo(Strict):
@@ -135,6 +153,8 @@ class ViewPublic(Strict):
     rows: int
     arrangements: list[ArrangementInfo]
     latency_ms: LatencySummary
+    state: Literal["ready", "failed"]
+    error: str | None = None  # why it failed (present only then)
 
 
 class ViewList(Strict):
@@ -163,17 +183,26 @@ class ErrorBody(Strict):
 
 
 class LoadSource(Strict):
-    path: str | None = None
+    """Exactly one of ``path`` (with ``format`` and ``options``), ``table`` or ``sql``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [{"required": ["path"]}, {"required": ["table"]}, {"required": ["sql"]}]
+        },
+    )
+
+    path: str | None = Field(None, pattern=r"\S")
     format: Literal["parquet", "csv", "json", "orc"] | None = None
     options: dict[str, Any] | None = None
-    table: str | None = None
-    sql: str | None = None
+    table: str | None = Field(None, pattern=r"\S")
+    sql: str | None = Field(None, pattern=r"\S")
 
 
 class LoadCreate(Strict):
     source: LoadSource
     columns: dict[str, str] | None = None
-    where: str | None = None
+    where: str | None = Field(None, pattern=r"\S")  # not blank
     mode: Literal["append", "replace"] = "append"
     time: Time | None = None
 

@@ -87,13 +87,15 @@ def parse_write(
         raise _invalid(extra[0], f"unknown field; a write has {sorted(allowed)}")
     if "updates" in body and "columns" in body:
         raise _invalid("columns", "give either 'updates' or 'columns', not both")
+    if "diff" in body and "columns" not in body:
+        raise _invalid("diff", "'diff' belongs to the columnar form: give it with 'columns'")
     if shape.timing == "server" and "advance_to" in body:
         raise _invalid(
             "advance_to", f"table {shape.name!r} is server-timed: the server moves its frontier"
         )
     default_time = None
-    if "time" in body and "updates" in body:
-        default_time = _time(body["time"], shape, "time")
+    if "time" in body and "columns" not in body:  # the row form's default time, checked even
+        default_time = _time(body["time"], shape, "time")  # when there are no rows
     if "columns" in body:
         parsed = _parse_columnar(body, shape, interner, max_batch)
     else:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from api.body import JsonObject
 from api.deps import RuntimeDep
 from api.models import ErrorBody, RowsPublic, ViewCreate, ViewList, ViewPublic, request_schema
 from api.responses import JSONResponse
 from service.errors import Invalid
+
+AS_OF = r"^[0-9]+(,[0-9]+)*$"  # a time: T, or T1,T2 for several coordinates
 
 router = APIRouter(prefix="/v1", tags=["views"])
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -67,5 +69,9 @@ async def drop_view(name: str, rt: RuntimeDep) -> Response:
 @router.get(
     "/views/{name}/rows", response_model=None, responses={200: {"model": RowsPublic}, **ERRORS}
 )
-async def rows(name: str, rt: RuntimeDep, as_of: str | None = None) -> JSONResponse:
+async def rows(
+    name: str,
+    rt: RuntimeDep,
+    as_of: Annotated[str | None, Query(json_schema_extra={"pattern": AS_OF})] = None,
+) -> JSONResponse:
     return JSONResponse(await rt.call(lambda: rt.catalog.rows(rt.catalog.view(name), as_of)))

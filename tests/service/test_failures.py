@@ -3,6 +3,7 @@ write while the server, the write and every other view go on."""
 
 from __future__ import annotations
 
+from api.models import ViewPublic, WriteDone
 from tests.service.conftest import assert_error, make_table, row_counts, write
 from tests.service.server import running_server
 
@@ -61,12 +62,15 @@ def test_divergence_is_contained(tmp_path) -> None:  # type: ignore[no-untyped-d
         )
         assert row_counts(c, "up") == {(("n", n),): 1 for n in range(4)}
 
+        ViewPublic.model_validate(c.get("/v1/views/up").json())  # as /openapi.json says
         body = write(c, "lim", {"updates": [{"upsert": {"id": 1, "max": 500}}]})
         assert body["status"] == "done"
         assert "up" in body["failed_views"] and "up" not in body["outputs"]
         assert sorted(u["diff"] for u in body["outputs"]["plain"]) == [-1, 1]
+        WriteDone.model_validate(body)
         desc = c.get("/v1/views/up").json()
         assert desc["state"] == "failed" and "IterationLimitError" in desc["error"]
+        ViewPublic.model_validate(desc)
         assert_error(c.get("/v1/views/up/rows"), 409, "view_failed")
         write(c, "lim", {"updates": [{"insert": {"id": 2, "max": 1}}]})  # the server goes on
         assert len(row_counts(c, "plain")) == 2

@@ -290,3 +290,21 @@ def test_a_refused_columnar_write_interns_no_string() -> None:
     assert len(interner) == 0
     parse_write({"columns": {"s": ["x", "y"], "a": [1, 2]}, "time": 1}, shape, interner, 100)
     assert len(interner) == 2
+
+
+def test_a_default_time_is_checked_without_rows() -> None:
+    """A write's top-level ``time`` is checked even when no update would take it; a
+    ``diff`` without ``columns`` is refused, not ignored."""
+    shape = TableShape("t", Schema.of([("a", "int")]), (), "client", 1)
+    for body in ({"time": [[{}]]}, {"time": -1}, {"updates": [], "time": "1"}):
+        with pytest.raises(Invalid) as info:
+            parse_write(body, shape, StringInterner(), 100)
+        assert info.value.detail == {"path": "time"}
+    for body in ({"diff": {}}, {"updates": [], "diff": [1], "time": 1}):
+        with pytest.raises(Invalid, match="columnar form") as info:
+            parse_write(body, shape, StringInterner(), 100)
+        assert info.value.detail == {"path": "diff"}
+    assert parse_write({"time": 3}, shape, StringInterner(), 100).size == 0
+    server = TableShape("s", Schema.of([("a", "int")]), (), "server", 1)
+    with pytest.raises(Invalid, match="server-timed"):
+        parse_write({"time": 3}, server, StringInterner(), 100)
