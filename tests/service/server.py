@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.service.contract import Contract
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -22,13 +24,19 @@ class Server:
     url: str
     process: subprocess.Popen
     stderr: list[str]
+    contract: Contract | None = None
 
     @property
     def ws_url(self) -> str:
         return self.url.replace("http://", "ws://")
 
     def client(self, timeout: float = 60.0) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=timeout)
+        """A client whose every answer is checked against ``/openapi.json``."""
+        if self.contract is None:
+            self.contract = Contract(self.url)
+        return httpx.Client(
+            base_url=self.url, timeout=timeout, event_hooks={"response": [self.contract.hook()]}
+        )
 
 
 @contextmanager
