@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 Tick = Annotated[int, Field(ge=0)]
-Time = Tick | list[Tick]  # one coordinate, or several
+Time = Tick | Annotated[list[Tick], Field(min_length=1)]  # one coordinate, or several
 ColumnType = Literal["int", "float", "bool", "string"]
 NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
 
