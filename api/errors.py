@@ -2,7 +2,8 @@
 
 Every error answer is ``{"error": {"code", "message", "detail"}}`` with the status of its
 :class:`~service.errors.ServiceError` class; FastAPI's own errors (unknown route, wrong
-method, bad query parameter) are translated into the same shape.
+method, bad query parameter) are translated into the same shape, and so is an unexpected
+exception (a 500 ``internal``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"{request.method} is not served at {request.url.path}; it serves {allowed}"
             headers = {**(headers or {}), "Allow": allowed}
         return error_response(exc.status_code, code, message, headers=headers)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        """A bug: still an answer in the error shape (Starlette logs the traceback)."""
+        return error_response(500, "internal", f"internal error: {type(exc).__name__}: {exc}")
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -28,6 +28,28 @@ from service.writes import WriteCommand
 router = APIRouter()
 
 
+_ID_DEPTH = 32  # levels of objects and lists a frame's id may nest (it is echoed back)
+
+
+def _frame_id(frame: dict[str, Any]) -> Any:
+    """The frame's ``id``, taken out of it; refused if it nests deeper than ``_ID_DEPTH``
+    (an ack echoes it, and JSON that deep does not render back)."""
+    frame_id = frame.pop("id", None)
+    stack = [(frame_id, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if not isinstance(value, dict | list):
+            continue
+        if depth > _ID_DEPTH:
+            raise Invalid(
+                f"id nests more than {_ID_DEPTH} levels of objects and lists",
+                {"path": "id"},
+                "invalid_id",
+            )
+        stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return frame_id
+
+
 def _error_frame(frame_id: Any, exc: ServiceError) -> dict[str, Any]:
     return {
         "type": "error",
@@ -48,14 +70,17 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             if item is None:
                 return
             frame_id, work = item
-            if isinstance(work, ServiceError):
-                await ws.send_text(orjson.dumps(_error_frame(frame_id, work)).decode())
-                continue
             try:
+                if isinstance(work, ServiceError):
+                    raise work
                 body = await asyncio.wrap_future(work.stepped)
-                await ws.send_text(orjson.dumps({"type": "ack", "id": frame_id, **body}).decode())
+                text = orjson.dumps({"type": "ack", "id": frame_id, **body}).decode()
             except ServiceError as exc:
-                await ws.send_text(orjson.dumps(_error_frame(frame_id, exc)).decode())
+                text = orjson.dumps(_error_frame(frame_id, exc)).decode()
+            except Exception as exc:  # a bug: the frame says so, and later frames are acked
+                internal = ServiceError(f"internal error: {type(exc).__name__}: {exc}")
+                text = orjson.dumps(_error_frame(None, internal)).decode()
+            await ws.send_text(text)
 
     sender = asyncio.create_task(send_acks())
     try:
@@ -75,7 +100,7 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
                         {"path": "frame"},
                         "not_an_object",
                     )
-                frame_id = frame.pop("id", None)
+                frame_id = _frame_id(frame)
                 cmd = await submit_write(rt, name, frame, arrival, len(raw) > 256 * 1024)
                 await acks.put((frame_id, cmd))
             except ServiceError as exc:

@@ -3,6 +3,7 @@ views, shared arrangements, drops, and plan errors with paths."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections import defaultdict
 
@@ -277,3 +278,28 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
         assert err["detail"]["path"] == path, (plan, err)
     assert_error(client.get(f"/v1/views/{name}_v"), 404)
     assert client.get(f"/v1/tables/{name}").json()["readers"] == []
+
+
+def test_a_plan_too_deep_to_echo_is_refused_and_the_listing_still_works(
+    client: httpx.Client, name: str
+) -> None:
+    """A plan that would not render back as JSON (orjson stops at 254 levels) is a 422
+    before anything is built: once it was registered, then its answer and every later
+    GET /v1/views failed."""
+    make_table(client, name, [("x", "int")])
+
+    def chain(depth: int) -> str:
+        leaf = json.dumps({"op": "table", "name": name})
+        return '{"op": "distinct", "input": ' * depth + leaf + "}" * depth
+
+    ok = client.post("/v1/views", content=f'{{"name": "{name}_ok", "query": {chain(150)}}}')
+    assert ok.status_code == 201, ok.text
+    for depth in (300, 600, 1000):
+        r = client.post("/v1/views", content=f'{{"name": "{name}_d", "query": {chain(depth)}}}')
+        assert_error(r, 422, "invalid_plan")
+        assert "200 levels" in r.json()["error"]["message"]
+    assert_error(client.get(f"/v1/views/{name}_d"), 404)
+    listed = client.get("/v1/views")
+    assert listed.status_code == 200
+    assert f"{name}_ok" in [v["name"] for v in listed.json()["views"]]
+    assert client.delete(f"/v1/views/{name}_ok").status_code == 204

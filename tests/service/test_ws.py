@@ -58,6 +58,22 @@ def test_bad_frame_then_good_frame(server, client: httpx.Client, name: str) -> N
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 1
 
 
+def test_an_id_too_deep_to_echo_is_refused_and_later_frames_are_acked(  # type: ignore[no-untyped-def]
+    server, client: httpx.Client, name: str
+) -> None:
+    """An id nesting 400 lists could not be echoed in an ack: the write used to be applied
+    with no ack, and the socket's later acks were lost with it."""
+    make_table(client, name, [("k", "int")])
+    with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
+        ws.send('{"id": %s, "updates": [{"insert": {"k": 1}}]}' % ("[" * 400 + "]" * 400))
+        ws.send(json.dumps({"id": [[["fine"]]], "updates": [{"insert": {"k": 2}}]}))
+        refused, ok = recv(ws), recv(ws)
+    assert refused["type"] == "error" and refused["id"] is None
+    assert refused["error"]["code"] == "invalid_id"
+    assert ok["type"] == "ack" and ok["id"] == [[["fine"]]] and ok["status"] == "done"
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 1  # the refused frame: no trace
+
+
 def test_subscription_snapshot_diffs_progress(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
     make_table(client, name, [("k", "string"), ("v", "int")])
     view = f"{name}_s"
