@@ -21,6 +21,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from api.body import parse_json
 from api.routes.tables import submit_write
+from service.codec import nests_deeper
 from service.errors import Invalid, ServiceError
 from service.runtime import Runtime
 from service.writes import WriteCommand
@@ -33,20 +34,14 @@ _ID_DEPTH = 32  # levels of objects and lists a frame's id may nest (it is echoe
 
 def _frame_id(frame: dict[str, Any]) -> Any:
     """The frame's ``id``, taken out of it; refused if it nests deeper than ``_ID_DEPTH``
-    (an ack echoes it, and JSON that deep does not render back)."""
+    (an ack echoes it)."""
     frame_id = frame.pop("id", None)
-    stack = [(frame_id, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if not isinstance(value, dict | list):
-            continue
-        if depth > _ID_DEPTH:
-            raise Invalid(
-                f"id nests more than {_ID_DEPTH} levels of objects and lists",
-                {"path": "id"},
-                "invalid_id",
-            )
-        stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    if nests_deeper(frame_id, _ID_DEPTH):
+        raise Invalid(
+            f"id nests more than {_ID_DEPTH} levels of objects and lists",
+            {"path": "id"},
+            "invalid_id",
+        )
     return frame_id
 
 

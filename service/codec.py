@@ -26,12 +26,28 @@ __all__ = [
     "decode_rows",
     "frontier_from_wire",
     "frontier_to_wire",
+    "nests_deeper",
     "time_from_wire",
     "time_to_wire",
     "times_to_wire",
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether decoded JSON nests more than ``limit`` levels of objects and lists (counted
+    without recursion). What the service echoes back must render again as JSON, and orjson
+    renders at most 254 levels."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((v, depth + 1) for v in children)
+    return False
 
 
 def check_value(value: Any, ctype: ColumnType, path: str) -> Any:

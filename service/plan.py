@@ -27,6 +27,7 @@ from engine import (
     iterate,
     lit,
 )
+from service.codec import nests_deeper
 from service.errors import Invalid
 
 __all__ = ["NAME_RE", "CompiledPlan", "Domain", "Sources", "compile_plan", "parse_expr"]
@@ -132,31 +133,18 @@ class _Env:
         return bool(self.vars)
 
 
-MAX_DEPTH = 200  # JSON levels a plan may nest (its echo in a view's description must render)
-
-
-def _check_depth(plan: Any, path: str) -> None:
-    """A plan nests at most ``MAX_DEPTH`` levels of JSON objects and lists (counted without
-    recursion: deeper ones would not render back as JSON, in the view's description)."""
-    stack = [(plan, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if not isinstance(value, dict | list):
-            continue
-        if depth > MAX_DEPTH:
-            raise _fail(
-                path,
-                f"the plan nests more than {MAX_DEPTH} levels of objects and lists; "
-                "build deep chains from views that read views",
-            )
-        children = value.values() if isinstance(value, dict) else value
-        stack.extend((v, depth + 1) for v in children)
+MAX_DEPTH = 200  # levels of JSON objects and lists a plan may nest
 
 
 def compile_plan(
     plan: Any, sources: Sources, round_limit: int, path: str = "query"
 ) -> CompiledPlan:
-    _check_depth(plan, path)
+    if nests_deeper(plan, MAX_DEPTH):  # its echo in the view's description must render
+        raise _fail(
+            path,
+            f"the plan nests more than {MAX_DEPTH} levels of objects and lists; "
+            "build deep chains from views that read views",
+        )
     env = _Env(sources, round_limit)
     out = _compile(plan, env, path)
     if sources.domain is None:
