@@ -83,9 +83,7 @@ class Update(Strict):
 class WriteBody(Strict):
     """Row form (``updates``) or columnar form (``columns``, ``diff``, ``time``)."""
 
-    model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"not": {"required": ["updates", "columns"]}}
-    )
+    model_config = ConfigDict(json_schema_extra={"not": {"required": ["updates", "columns"]}})
 
     updates: list[Update] | None = None
     columns: dict[str, list[Any]] | None = None
@@ -186,10 +184,9 @@ class LoadSource(Strict):
     """Exactly one of ``path`` (with ``format`` and ``options``), ``table`` or ``sql``."""
 
     model_config = ConfigDict(
-        extra="forbid",
         json_schema_extra={
             "oneOf": [{"required": ["path"]}, {"required": ["table"]}, {"required": ["sql"]}]
-        },
+        }
     )
 
     path: str | None = Field(None, pattern=r"\S")
