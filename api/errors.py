@@ -73,7 +73,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         """A bug: still an answer in the error shape (Starlette logs the traceback)."""
-        return error_response(500, "internal", f"internal error: {type(exc).__name__}: {exc}")
+        error = ServiceError.internal(exc)
+        return error_response(error.status, error.code, error.message)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -73,8 +73,7 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             except ServiceError as exc:
                 text = orjson.dumps(_error_frame(frame_id, exc)).decode()
             except Exception as exc:  # a bug: the frame says so, and later frames are acked
-                internal = ServiceError(f"internal error: {type(exc).__name__}: {exc}")
-                text = orjson.dumps(_error_frame(None, internal)).decode()
+                text = orjson.dumps(_error_frame(None, ServiceError.internal(exc))).decode()
             await ws.send_text(text)
 
     sender = asyncio.create_task(send_acks())

@@ -45,6 +45,11 @@ class ServiceError(Exception):
     def to_wire(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, "detail": self.detail}}
 
+    @classmethod
+    def internal(cls, exc: BaseException) -> ServiceError:
+        """An unexpected exception (a bug), as the wire reports it: 500 ``internal``."""
+        return cls(f"internal error: {type(exc).__name__}: {exc}")
+
 
 class BadRequest(ServiceError):
     status = 400

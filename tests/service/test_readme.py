@@ -18,9 +18,13 @@ from tests.service.server import ROOT, Server
 _CURL = re.compile(r"curl -s localhost:8000(\S+)(?: -d '(.*?)')?$", re.DOTALL | re.MULTILINE)
 
 
-def walkthrough_commands() -> list[tuple[str, str]]:
+def walkthrough_section() -> str:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("## A reachability walkthrough", 1)[1].split("\n## ", 1)[0]
+    return readme.split("## A reachability walkthrough", 1)[1].split("\n## ", 1)[0]
+
+
+def walkthrough_commands() -> list[tuple[str, str]]:
+    section = walkthrough_section()
     blocks = re.findall(r"```bash\n(.*?)```", section, re.DOTALL)
     commands = [(path, body) for block in blocks for path, body in _CURL.findall(block)]
     assert len(commands) >= 7, commands  # tables, writes, the view, rows, the cut edge
@@ -68,8 +72,7 @@ def test_the_readme_python_example_runs(
     """The README's Python example, run as written against the server the walkthrough set
     up, but for the address and for its subscription loop, which runs forever: here the
     subscription ends after its snapshot and first progress frame."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## A reachability walkthrough", 1)[1].split("\n## ", 1)[0]
+    section = walkthrough_section()
     (code,) = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert '"http://127.0.0.1:8000"' in code
     subscribe = clients.Client.subscribe
