@@ -19,6 +19,8 @@ equals ``kernel(input accumulation)``; pending times are never complete when sto
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from engine.batch import UpdateBatch
@@ -26,6 +28,7 @@ from engine.consolidate import group_starts, lex_order
 from engine.errors import SchemaError
 from engine.lattice import Antichain
 from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
+from engine.operators.reduce_agg import agg_step
 from engine.operators.reduce_kernels import (
     KernelContext,
     ReduceKernel,
@@ -33,7 +36,8 @@ from engine.operators.reduce_kernels import (
     consolidate_rows,
 )
 from engine.operators.reduce_scalar import scalar_differences
-from engine.operators.reduce_set import run_set_step
+from engine.operators.reduce_set import set_step
+from engine.operators.reduce_step import StepResult, run_step
 from engine.operators.reduce_times import Grid, candidates
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
@@ -84,13 +88,26 @@ class Reduce(Operator):
         self.spine = Spine(layout, self.dims, name)
         self.own = self.spine.reader(name=name)
         self.delta: TraceBatch | None = None
-        # set-like kernels over keys alone step in one compiled call: their threshold
+        # set-like kernels over keys alone, and the common aggregates, step in one compiled
+        # call where their times allow (``reduce_set``, ``reduce_agg``): which, and the rest
+        # of its arguments
+        exact = self.in_layout.exact_codes
         at_least = kernel.set_threshold()
-        self.set_like = (
-            at_least
-            if at_least is not None and not self.in_layout.val_cols and not layout.val_cols
-            else 0
-        )
+        plan = kernel.line_plan()
+        self.one_call: Callable[..., StepResult] | None = None
+        self.one_call_args: tuple = ()
+        if at_least is not None and not self.in_layout.val_cols and not layout.val_cols:
+            self.one_call, self.one_call_args = set_step, (exact, at_least, layout.key_index)
+        elif plan is not None:
+            self.one_call = agg_step
+            self.one_call_args = (
+                exact,
+                len(self.in_layout.val_cols),
+                *plan,
+                layout.key_index,
+                layout.val_index,
+                layout.ncols,
+            )
         self._no_delta = TraceBatch.empty(self.in_layout, self.dims)
         kk = len(layout.key_cols)
         self.p_codes = np.zeros(0, dtype=np.int64)
@@ -115,7 +132,7 @@ class Reduce(Operator):
         self.delta = None
         self.output = None
         delta = self.source.delta()
-        if not (self.set_like and self._set_step(delta, frontier)):
+        if not (self.one_call is not None and self._one_call_step(delta, frontier)):
             self._step(delta, frontier)
 
     def compact(self) -> None:
@@ -123,29 +140,30 @@ class Reduce(Operator):
         self.source.advance(f)
         self.own.advance(f)
 
-    def _set_step(self, delta: TraceBatch | None, frontier: Antichain) -> bool:
-        """The whole step in one compiled call (``reduce_set``), when it applies."""
+    def _one_call_step(self, delta: TraceBatch | None, frontier: Antichain) -> bool:
+        """The whole step in one compiled call (``reduce_set``, ``reduce_agg``), when it
+        applies."""
+        assert self.one_call is not None
         if delta is None:
             delta = self._no_delta
-        applies, p_codes, p_keys, p_times, codes, keys, offsets, times, diffs, rows = run_set_step(
-            delta,
-            (self.p_codes, self.p_keys, self.p_times),
-            (
-                self.source.spine.seek_table(),
-                self.spine.seek_table(),
-                frontier.elements,
-                self.in_layout.exact_codes,
-                self.set_like,
-                self.layout.key_index,
-            ),
+        applies, p_codes, p_keys, p_times, codes, keys, offsets, vals, times, diffs, rows = (
+            run_step(
+                self.one_call,
+                delta,
+                (self.p_codes, self.p_keys, self.p_times),
+                (
+                    self.source.spine.seek_table(),
+                    self.spine.seek_table(),
+                    frontier.elements,
+                    *self.one_call_args,
+                ),
+            )
         )
         if not applies:
             return False
         self.p_codes, self.p_keys, self.p_times = p_codes, p_keys, p_times
         if diffs.shape[0]:
-            batch = TraceBatch(
-                codes, keys, offsets, np.zeros((0, diffs.shape[0]), np.int64), times, diffs
-            )
+            batch = TraceBatch(codes, keys, offsets, vals, times, diffs)
             self.spine.insert(batch)
             self.delta = batch
             self.output = UpdateBatch(rows, times, diffs, consolidated=True)

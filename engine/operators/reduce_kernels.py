@@ -27,6 +27,7 @@ import numpy as np
 from engine.consolidate import group_starts, lex_order, segment_sums
 from engine.interning import StringInterner
 from engine.lattice import leq
+from engine.operators.reduce_agg import COUNT, COUNT_DISTINCT, MAX, MIN, SUM
 from engine.operators.reduce_times import segment_bounds
 from engine.schema import ColumnType, decode, encode
 from engine.sort_kernels import consolidate_rows_order
@@ -105,6 +106,11 @@ class ReduceKernel:
         """For set-like kernels (a row is output once iff its count reaches k): k."""
         return None
 
+    def line_plan(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """For aggregates the compiled step computes (``reduce_agg``): their codes and
+        value columns (-1 for none)."""
+        return None
+
     def apply(
         self,
         group: np.ndarray,
@@ -178,6 +184,25 @@ class AggregateKernel(ReduceKernel):
     def __init__(self, specs: Sequence[AggregateSpec]) -> None:
         self.specs = list(specs)
         self.out_types = tuple(s.out_type for s in self.specs)
+
+    def line_plan(self) -> tuple[np.ndarray, np.ndarray] | None:
+        plan: list[tuple[int, int]] = []
+        for s in self.specs:
+            column = -1 if s.column is None else s.column
+            if s.fn == "count":
+                plan.append((COUNT, -1))
+            elif s.fn == "sum" and s.type is ColumnType.INT:
+                plan.append((SUM, column))
+            elif s.fn in ("min", "max") and s.type in (ColumnType.INT, ColumnType.BOOL):
+                plan.append((MIN if s.fn == "min" else MAX, column))
+            elif s.fn == "count_distinct" and column == 0:
+                plan.append((COUNT_DISTINCT, 0))
+            else:  # float sums (their rounding), strings' and floats' order: the general path
+                return None
+        return (
+            np.array([f for f, _ in plan], dtype=np.int64),
+            np.array([c for _, c in plan], dtype=np.int64),
+        )
 
     def apply(self, group, vals, counts, ngroups, ctx):
         g, v, c = _positive(group, vals, counts)

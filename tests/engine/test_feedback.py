@@ -98,7 +98,7 @@ def test_a_reduce_s_output_is_consolidated_as_marked(edges: list, steps: list) -
         seen = []
         for op in reduces:
             if not one_call:
-                op.set_like = 0
+                op.one_call = None
             run = op.run
 
             def checked(op: Reduce = op, run=run, seen: list = seen) -> None:  # type: ignore[no-untyped-def]

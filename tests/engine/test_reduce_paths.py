@@ -536,7 +536,7 @@ def _reach_outputs(edges: list, steps: list, one_call: bool) -> dict:
     g, roots_in, edges_in, cap = build_reach_graph()
     if not one_call:
         for op in _reduces(g.scope.operators):
-            op.set_like = 0
+            op.one_call = None
     roots_in.send_rows([(0,), (3,)], 0)
     edges_in.send_rows(edges, 0)
     for t, batch in enumerate(steps, start=1):
@@ -707,7 +707,7 @@ def _set_step_with_codes(code_of, history: list, outputs: list, delta: list, pen
         1,
         layout.key_index,
     )
-    applies, p_codes, p_keys, p_times, _, _, _, o_times, o_diffs, o_rows = got
+    applies, p_codes, p_keys, p_times, _, _, _, _, o_times, o_diffs, o_rows = got
     assert applies
     out = sorted(
         (int(o_rows[0, i]), int(o_rows[1, i]), int(o_times[0, i]), int(o_diffs[i]))

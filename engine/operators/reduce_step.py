@@ -1,0 +1,311 @@
+"""What the one-call reduce steps share: the walk that finds new times, the new pending set,
+and the split of a big step into two key ranges on two threads.
+
+A one-call step (``reduce_set.set_step`` for set-like kernels, ``reduce_agg.agg_step`` for
+aggregates) takes the input delta (a trace batch) and the pending (code, key, time)
+triples, both sorted in trace order. :func:`walk_new_times` walks them together, splitting
+their times into new (complete at the frontier) and waiting, so the keys with new times
+come out distinct and sorted without a sort; :func:`merge_pending` merges what waits with
+the step's new pending times into the next pending set, again without a sort.
+:func:`run_step` runs a step, split by key range into two calls on two threads when it is
+big: keys are independent, and the halves' results joined in key order are the whole
+step's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+from engine import parallel
+from engine.sort_kernels import key_order
+from engine.trace import TraceBatch
+
+__all__ = ["SPLIT_FROM", "StepResult", "merge_pending", "run_step", "walk_new_times"]
+
+SPLIT_FROM = 4096  # delta records plus pending triples from which a step splits in two
+
+# (applies, pending codes, keys and times, output codes, keys, offsets, vals, times, diffs
+# and rows): the output is a trace batch in trace order and its rows, the batch's records as
+# the operator's output rows
+StepResult = tuple[
+    bool,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+]
+
+# The walks below copy columns and test the frontier in place, not through helpers: a
+# compiled helper that takes reference-counted arrays, inlined into the numba IR or not,
+# pays atomic reference counts per call, and per record that doubled the step's time.
+# ``key_order`` runs only where two keys' codes tie.
+
+
+@njit(cache=True, nogil=True)
+def walk_new_times(
+    d_codes: np.ndarray,
+    d_keys: np.ndarray,
+    d_offsets: np.ndarray,
+    d_times: np.ndarray,
+    p_codes: np.ndarray,
+    p_keys: np.ndarray,
+    p_times: np.ndarray,
+    felems: np.ndarray,
+    exact: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The delta's keys (codes, keys, offsets and record times) and the pending triples,
+    walked together in trace order at frontier ``felems``: (owner, new times, key codes, key
+    keys, waiting codes, keys and times, number waiting). The keys with new times come out
+    distinct and sorted, each new time knowing its key (``owner``, ascending); the waiting
+    triples come in trace order, in arrays longer than their number."""
+    kk, d = d_keys.shape[0], d_times.shape[0]
+    nd, n_pend = d_codes.shape[0], p_codes.shape[0]
+    cap = d_times.shape[1] + n_pend
+    owner = np.empty(cap, np.int64)
+    n_times = np.empty((d, cap), np.int64)
+    w_codes = np.empty(cap, np.int64)
+    w_keys = np.empty((kk, cap), np.int64)
+    w_times = np.empty((d, cap), np.int64)
+    k_codes = np.empty(nd + n_pend, np.int64)
+    k_keys = np.empty((kk, nd + n_pend), np.int64)
+    nn = nw = nkeys = 0
+    j = i = 0
+    ne = felems.shape[0]
+    while j < nd or i < n_pend:
+        order = -1 if j < nd else 1
+        if j < nd and i < n_pend:  # the delta's key j against pending key i
+            if d_codes[j] != p_codes[i]:  # codes decide, without a call, unless they tie
+                order = -1 if d_codes[j] < p_codes[i] else 1
+            else:
+                order = key_order(d_codes, d_keys, j, p_codes, p_keys, i, exact)
+        start = nn
+        w_start, w_mid = nw, -1  # where the key's waiting triples start, and its pending ones
+        if order <= 0:  # the delta's key j
+            k_codes[nkeys] = d_codes[j]
+            for c in range(kk):
+                k_keys[c, nkeys] = d_keys[c, j]
+            for rec in range(d_offsets[j], d_offsets[j + 1]):
+                waits = False  # frontier_reaches, in place
+                for e in range(ne):
+                    le = True
+                    for c in range(d):
+                        le = le and felems[e, c] <= d_times[c, rec]
+                    waits = waits or le
+                if waits:
+                    w_codes[nw] = d_codes[j]
+                    for c in range(kk):
+                        w_keys[c, nw] = d_keys[c, j]
+                    for c in range(d):
+                        w_times[c, nw] = d_times[c, rec]
+                    nw += 1
+                else:
+                    owner[nn] = nkeys
+                    for c in range(d):
+                        n_times[c, nn] = d_times[c, rec]
+                    nn += 1
+            j += 1
+        if order >= 0:  # the pending triples of key i
+            w_mid = nw
+            k_codes[nkeys] = p_codes[i]
+            for c in range(kk):
+                k_keys[c, nkeys] = p_keys[c, i]
+            first = i
+            while i < n_pend:
+                if i > first:  # the same key still? (codes, then key columns)
+                    same = p_codes[i] == p_codes[first]
+                    if same and not exact:
+                        for c in range(kk):
+                            same = same and p_keys[c, i] == p_keys[c, first]
+                    if not same:
+                        break
+                waits = False
+                for e in range(ne):
+                    le = True
+                    for c in range(d):
+                        le = le and felems[e, c] <= p_times[c, i]
+                    waits = waits or le
+                if waits:
+                    w_codes[nw] = p_codes[i]
+                    for c in range(kk):
+                        w_keys[c, nw] = p_keys[c, i]
+                    for c in range(d):
+                        w_times[c, nw] = p_times[c, i]
+                    nw += 1
+                else:
+                    owner[nn] = nkeys
+                    for c in range(d):
+                        n_times[c, nn] = p_times[c, i]
+                    nn += 1
+                i += 1
+        if w_start < w_mid < nw:  # two sorted runs of waiting times: one, by insertion
+            for x in range(w_mid, nw):
+                y = x
+                while y > w_start:
+                    later = False
+                    for c in range(d):
+                        if w_times[c, y - 1] != w_times[c, y]:
+                            later = w_times[c, y - 1] > w_times[c, y]
+                            break
+                    if not later:
+                        break
+                    for c in range(d):
+                        w_times[c, y - 1], w_times[c, y] = w_times[c, y], w_times[c, y - 1]
+                    y -= 1
+        if nn > start:  # the key has new times: keep it
+            nkeys += 1
+    return (
+        owner[:nn],
+        n_times[:, :nn].copy(),
+        k_codes[:nkeys],
+        k_keys[:, :nkeys].copy(),
+        w_codes,
+        w_keys,
+        w_times,
+        nw,
+    )
+
+
+@njit(cache=True, nogil=True)
+def merge_pending(
+    w_codes: np.ndarray,
+    w_keys: np.ndarray,
+    w_times: np.ndarray,
+    nw: int,
+    g_owner: np.ndarray,
+    g_times: np.ndarray,
+    k_codes: np.ndarray,
+    k_keys: np.ndarray,
+    exact: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The next pending set: the ``nw`` waiting triples plus the step's new pending times
+    (``g_owner`` into the keys ``k_codes``/``k_keys``, times ``g_times``), distinct and in
+    trace order. Both come in trace order (the waiting triples sorted by the walk, the new
+    ones by key, then time): one merge, a triple equal to the last one kept written over."""
+    kk, d = w_keys.shape[0], w_times.shape[0]
+    ng = g_owner.shape[0]
+    total = nw + ng
+    new_codes = np.empty(total, np.int64)
+    new_keys = np.empty((kk, total), np.int64)
+    new_times = np.empty((d, total), np.int64)
+    np_ = 0
+    a = b = 0
+    while a < nw or b < ng:
+        order = -1 if a < nw else 1
+        if a < nw and b < ng:  # by code, then key columns (where codes tie), then time
+            g = g_owner[b]
+            if w_codes[a] != k_codes[g]:
+                order = -1 if w_codes[a] < k_codes[g] else 1
+            else:
+                order = 0
+                if not exact:
+                    for c in range(kk):
+                        if w_keys[c, a] != k_keys[c, g]:
+                            order = -1 if w_keys[c, a] < k_keys[c, g] else 1
+                            break
+                if order == 0:
+                    for c in range(d):
+                        if w_times[c, a] != g_times[c, b]:
+                            order = -1 if w_times[c, a] < g_times[c, b] else 1
+                            break
+        if order <= 0:
+            code = w_codes[a]
+            for c in range(kk):
+                new_keys[c, np_] = w_keys[c, a]
+            for c in range(d):
+                new_times[c, np_] = w_times[c, a]
+            a += 1
+            b += 1 if order == 0 else 0
+        else:
+            g = g_owner[b]
+            code = k_codes[g]
+            for c in range(kk):
+                new_keys[c, np_] = k_keys[c, g]
+            for c in range(d):
+                new_times[c, np_] = g_times[c, b]
+            b += 1
+        new_codes[np_] = code
+        repeat = np_ > 0 and new_codes[np_ - 1] == code
+        for c in range(kk):
+            repeat = repeat and new_keys[c, np_ - 1] == new_keys[c, np_]
+        for c in range(d):
+            repeat = repeat and new_times[c, np_ - 1] == new_times[c, np_]
+        if not repeat:
+            np_ += 1
+    return new_codes[:np_].copy(), new_keys[:, :np_].copy(), new_times[:, :np_].copy()
+
+
+def run_step(
+    step: Callable[..., StepResult],
+    delta: TraceBatch,
+    pending: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rest: tuple,
+) -> StepResult:
+    """``step`` of the input ``delta`` and the ``pending`` (codes, keys, times), with the
+    ``rest`` of its arguments, split by key range into two calls on two threads when the
+    step is big (``SPLIT_FROM``). Keys sharing a code stay in one half. Every half's new
+    times pin the same round when each applies (the frontier holds ``(0, r + 1)`` for one
+    ``r``), so the halves apply together exactly when the whole does."""
+    d_codes, d_keys, d_offsets, d_times = delta.codes, delta.keys, delta.offsets, delta.times
+    # C order whatever made them (the general path's masks leave F order): one signature
+    p_codes, p_keys, p_times = (
+        pending[0],
+        np.ascontiguousarray(pending[1]),
+        np.ascontiguousarray(pending[2]),
+    )
+    cut = None
+    if parallel.threads() > 1 and d_times.shape[1] + p_codes.shape[0] >= SPLIT_FROM:
+        cut = parallel.middle_cut([d_codes, p_codes])
+    if cut is None:
+        return step(d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, *rest)
+    i, j = int(cut[0]), int(cut[1])
+
+    def low() -> StepResult:
+        return step(
+            d_codes[:i],
+            np.ascontiguousarray(d_keys[:, :i]),
+            d_offsets[: i + 1],
+            d_times,
+            p_codes[:j],
+            np.ascontiguousarray(p_keys[:, :j]),
+            np.ascontiguousarray(p_times[:, :j]),
+            *rest,
+        )
+
+    def high() -> StepResult:
+        return step(
+            d_codes[i:],
+            np.ascontiguousarray(d_keys[:, i:]),
+            d_offsets[i:],
+            d_times,
+            p_codes[j:],
+            np.ascontiguousarray(p_keys[:, j:]),
+            np.ascontiguousarray(p_times[:, j:]),
+            *rest,
+        )
+
+    a, b = parallel.both(low, high)
+    if not (a[0] and b[0]):
+        return a if not a[0] else b
+    offsets = np.concatenate([a[6][:-1], b[6] + a[6][-1]])
+    return (
+        True,
+        np.concatenate([a[1], b[1]]),
+        np.concatenate([a[2], b[2]], axis=1),
+        np.concatenate([a[3], b[3]], axis=1),
+        np.concatenate([a[4], b[4]]),
+        np.concatenate([a[5], b[5]], axis=1),
+        offsets,
+        np.concatenate([a[7], b[7]], axis=1),
+        np.concatenate([a[8], b[8]], axis=1),
+        np.concatenate([a[9], b[9]]),
+        np.concatenate([a[10], b[10]], axis=1),
+    )
