@@ -23,233 +23,399 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.operators.reduce_line import line_candidates, owner_order, pinned_round
+from engine.operators.reduce_line import pinned_round
 from engine.operators.reduce_step import StepResult, merge_pending, walk_new_times
 from engine.sort_kernels import finish_run
-from engine.trace.seek import gather_spine
+from engine.trace.seek import batch_arrays, prefetch, prefetch_records, record_ranges
 
 __all__ = ["COUNT", "COUNT_DISTINCT", "MAX", "MIN", "SUM", "agg_step", "line_agg_differences"]
 
 # aggregate codes, as ``agg_step`` takes them (``AggregateKernel.line_plan``)
 COUNT, SUM, MIN, MAX, COUNT_DISTINCT = 0, 1, 2, 3, 4
+_INF = np.iinfo(np.int64).max
+_AHEAD = 4  # keys ahead whose records are asked for
 
 
 @njit(cache=True, nogil=True)
-def _key_starts(owner: np.ndarray, order: np.ndarray, nkeys: int) -> np.ndarray:
-    """Where each key's run starts in ``order`` (sorted by owner), length ``nkeys + 1``."""
-    lo = np.zeros(nkeys + 1, np.int64)
-    for i in range(order.shape[0]):
-        lo[owner[order[i]] + 1] += 1
-    for k in range(nkeys):
-        lo[k + 1] += lo[k]
-    return lo
+def _copy_key(
+    table: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    k: int,
+    nv: int,
+    d: int,
+    vals: np.ndarray,
+    t0: np.ndarray,
+    t1: np.ndarray,
+    x: np.ndarray,
+    runs: np.ndarray,
+) -> int:
+    """Key ``k``'s records in every batch of a seek table (``record_ranges``: ``lo``, ``hi``)
+    copied into the scratch (``nv`` value rows, first and second time coordinate, diff),
+    batch after batch; ``runs[i]`` starts batch run ``i``. Returns the number of runs."""
+    n = nr = 0
+    for b in range(lo.shape[0]):
+        if lo[b, k] < 0:
+            continue
+        _, _, _, bv, bt, bd = batch_arrays(table, b, 0, nv, d)
+        runs[nr] = n
+        nr += 1
+        for rec in range(lo[b, k], hi[b, k]):
+            for c in range(nv):
+                vals[c, n] = bv[c, rec]
+            t0[n] = bt[0, rec]
+            t1[n] = bt[1, rec] if d == 2 else 0
+            x[n] = bd[rec]
+            n += 1
+    runs[nr] = n
+    return nr
+
+
+@njit(cache=True, nogil=True)
+def _prefetch_key(table: np.ndarray, lo: np.ndarray, k: int, nv: int, d: int) -> None:
+    """Ask for the memory of key ``k``'s first record in every batch (values, times, diff):
+    a key's records in a batch are few, so that is most of them."""
+    for b in range(lo.shape[0]):
+        rec = lo[b, k]
+        if rec >= 0:
+            prefetch_records(table, b, rec, d)
+            for c in range(nv):
+                prefetch(table[b, 3] + 8 * (c * table[b, 7] + rec))
+
+
+@njit(cache=True, nogil=True)
+def _next_row(vals: np.ndarray, runs: np.ndarray, heads: np.ndarray, nr: int) -> int:
+    """The run whose head has the least value row (-1 when every run is consumed)."""
+    best = -1
+    for i in range(nr):
+        if heads[i] == runs[i + 1]:
+            continue
+        if best < 0:
+            best = i
+            continue
+        a, b = heads[i], heads[best]
+        for c in range(vals.shape[0]):
+            if vals[c, a] != vals[c, b]:
+                if vals[c, a] < vals[c, b]:
+                    best = i
+                break
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _take_row(
+    vals: np.ndarray,
+    t0: np.ndarray,
+    t1: np.ndarray,
+    x: np.ndarray,
+    runs: np.ndarray,
+    heads: np.ndarray,
+    nr: int,
+    row: int,
+    v: np.ndarray,
+    nv_: int,
+    nc: int,
+    r: int,
+    acc: np.ndarray,
+) -> None:
+    """Every record of value row ``vals[:, row]`` at the heads of the runs consumed, their
+    diffs added into ``acc`` at the first of the ``nc`` candidates ``v`` at or after their
+    first coordinate (``nv_`` distinct first coordinates in ``v``), those after round ``r``
+    counting nothing."""
+    for j in range(nc):
+        acc[j] = 0
+    for i in range(nr):
+        while heads[i] < runs[i + 1]:
+            h = heads[i]
+            same = True
+            for c in range(vals.shape[0]):
+                same = same and vals[c, h] == vals[c, row]
+            if not same:
+                break
+            heads[i] += 1
+            if t1[h] > r:
+                continue
+            at, upto = 0, nv_  # the first distinct first coordinate at or after t0
+            while at < upto:
+                mid = (at + upto) >> 1
+                if v[mid] < t0[h]:
+                    at = mid + 1
+                else:
+                    upto = mid
+            if at < nc:
+                acc[at] += x[h]
 
 
 @njit(cache=True, nogil=True)
 def line_agg_differences(
     nkeys: int,
+    k_codes: np.ndarray,
+    k_keys: np.ndarray,
     owner: np.ndarray,
     n_times: np.ndarray,
-    inp: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    in_table: np.ndarray,
+    out_table: np.ndarray,
     felems: np.ndarray,
+    exact: bool,
     r: int,
+    kv: int,
     fns: np.ndarray,
     cols: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For keys with new times (``owner`` ascending, times ``(d, n)`` all at round ``r``
-    when ``d == 2``), their gathered input and output histories (``gather_spine``: owner,
-    vals, times, diffs) at frontier ``felems``, and aggregates ``fns`` over value columns
-    ``cols``: (output owner, output values ``(len(fns), m)``, output first coordinates,
-    output differences, pending owner, pending times ``(d, P)``), the output by key, then
-    values, then time, the pending times by key, then time. Output times are at round
-    ``r``."""
+    when ``d == 2``) against the input (``kv`` value columns) and output spines at frontier
+    ``felems``, aggregates ``fns`` over value columns ``cols``: (output owner, output values
+    ``(len(fns), m)``, output first coordinates, output differences, pending owner, pending
+    times ``(d, P)``), the output by key, then values, then time, the pending times by key,
+    then time. Output times are at round ``r``.
+
+    Per key, its records are copied out of every batch of both spines (each batch's run
+    sorted by value row, then time); the first coordinates above its least new time, and
+    its new times', go by insertion into ``v``, distinct and ascending: its candidates are
+    those of them whose point is complete (a prefix). The runs are then merged by value row:
+    each row's diffs, summed at the candidates, give its running count there."""
     d = n_times.shape[0]
     na = fns.shape[0]
-    i_owner, i_vals, i_times, i_diffs = inp
-    o_owner, o_vals, o_times, o_diffs = out
-    no = o_owner.shape[0]
-    hist_owner = np.concatenate((i_owner, o_owner))
-    hist_t0 = np.concatenate((i_times[0], o_times[0]))
-    z1 = np.zeros(0, np.int64)
-    hist_t1 = np.concatenate((i_times[1], o_times[1])) if d == 2 else z1
-    new_t1 = n_times[1].copy() if d == 2 else z1
-    c_owner, c_t0, nb, p_o, p_0, p_1 = line_candidates(
-        nkeys, owner, n_times[0].copy(), hist_owner, hist_t0, hist_t1, new_t1, d, r, felems
+    ne = felems.shape[0]
+    i_lo, i_hi, n_in = record_ranges(k_codes, k_keys, in_table, exact)
+    o_lo, o_hi, n_out = record_ranges(k_codes, k_keys, out_table, exact)
+    n_lo = np.zeros(nkeys + 1, np.int64)
+    for i in range(owner.shape[0]):
+        n_lo[owner[i] + 1] += 1
+    for k in range(nkeys):
+        n_lo[k + 1] += n_lo[k]
+    most_in = most_out = 1
+    for k in range(nkeys):
+        a = b = 0
+        for q in range(i_lo.shape[0]):
+            if i_lo[q, k] >= 0:
+                a += i_hi[q, k] - i_lo[q, k]
+        for q in range(o_lo.shape[0]):
+            if o_lo[q, k] >= 0:
+                b += o_hi[q, k] - o_lo[q, k]
+        most_in, most_out = max(most_in, a), max(most_out, b)
+    most = most_in + most_out + owner.shape[0]  # distinct first coordinates, at most
+    # scratch for one key: its records on each side, its first coordinates, and per
+    # candidate a running count, whether its group has a row, the aggregates
+    in_vals = np.empty((kv, most_in), np.int64)
+    in_t0, in_t1, in_x = (
+        np.empty(most_in, np.int64),
+        np.empty(most_in, np.int64),
+        np.empty(most_in, np.int64),
     )
-    nc = c_owner.shape[0]
-    c_lo = np.zeros(nkeys + 1, np.int64)
-    for i in range(nc):
-        c_lo[c_owner[i] + 1] += 1
-    for k in range(nkeys):
-        c_lo[k + 1] += c_lo[k]
-    i_order = owner_order(i_owner, i_vals, nkeys)  # by key, then value row
-    o_order = owner_order(o_owner, o_vals, nkeys)
-    i_lo = _key_starts(i_owner, i_order, nkeys)
-    o_lo = _key_starts(o_owner, o_order, nkeys)
-    most = 1
-    for k in range(nkeys):
-        most = max(most, c_lo[k + 1] - c_lo[k])
+    out_vals = np.empty((na, most_out), np.int64)
+    out_t0, out_t1, out_x = (
+        np.empty(most_out, np.int64),
+        np.empty(most_out, np.int64),
+        np.empty(most_out, np.int64),
+    )
+    in_runs = np.empty(i_lo.shape[0] + 1, np.int64)
+    out_runs = np.empty(o_lo.shape[0] + 1, np.int64)
+    heads = np.empty(max(i_lo.shape[0], o_lo.shape[0]) + 1, np.int64)
+    v = np.empty(most, np.int64)
     acc = np.empty(most, np.int64)
     present = np.empty(most, np.bool_)
     agg = np.empty((na, most), np.int64)
     last = np.empty((na, most), np.int64)  # the last distinct value counted
-    # entries (values, candidate, difference) of the output differences, a key's sorted
-    # and summed before they are kept: the output history's share is at most two a record,
+    pend0 = np.empty(ne * owner.shape[0] + 1, np.int64)
+    pend1 = np.empty(ne * owner.shape[0] + 1, np.int64)
+    q1 = np.zeros(ne, np.int64)
+    for e in range(ne):
+        q1[e] = max(r, felems[e, 1]) if d == 2 else 0
+    complete_below = _INF  # a point (p, r) is complete iff p is below this
+    for e in range(ne):
+        if d == 1 or felems[e, 1] <= r:
+            complete_below = min(complete_below, felems[e, 0])
+    best = np.empty(ne, np.int64)
+    # entries (values, candidate, difference) of a key's output differences, sorted and
+    # summed before they are kept: the output history's share is at most two a record,
     # the desired rows' two a candidate
-    cap = 2 * no + 2 * nc
+    cap = 2 * most_out + 2 * most
     ent = np.empty((na + 1, cap), np.int64)
     ent_d = np.empty(cap, np.int64)
     ent_order = np.empty(cap, np.int64)
-    r_owner = np.empty(cap, np.int64)
-    r_vals = np.empty((na, cap), np.int64)
-    r_t0 = np.empty(cap, np.int64)
-    r_diff = np.empty(cap, np.int64)
-    nr = 0
+    total = 2 * n_out + 2 * (n_in + n_out + owner.shape[0])
+    r_owner = np.empty(total, np.int64)
+    r_vals = np.empty((na, total), np.int64)
+    r_t0 = np.empty(total, np.int64)
+    r_diff = np.empty(total, np.int64)
+    g_owner = np.empty(ne * owner.shape[0], np.int64)
+    g_times = np.empty((d, ne * owner.shape[0]), np.int64)
+    nr = ng = 0
     for k in range(nkeys):
-        cs, ce = c_lo[k], c_lo[k + 1]
-        nck = ce - cs
-        if nck == 0:
-            continue
-        for j in range(nck):
+        if k + _AHEAD < nkeys:
+            _prefetch_key(in_table, i_lo, k + _AHEAD, kv, d)
+            _prefetch_key(out_table, o_lo, k + _AHEAD, na, d)
+        least = _INF
+        for i in range(n_lo[k], n_lo[k + 1]):
+            least = min(least, n_times[0, i])
+        for e in range(ne):
+            best[e] = r if (d == 2 and r >= q1[e]) else _INF
+        nri = _copy_key(in_table, i_lo, i_hi, k, kv, d, in_vals, in_t0, in_t1, in_x, in_runs)
+        nro = _copy_key(out_table, o_lo, o_hi, k, na, d, out_vals, out_t0, out_t1, out_x, out_runs)
+        # the distinct first coordinates above the least new time, and the new times'
+        L = 0
+        for side in range(3):
+            n = (
+                in_runs[nri]
+                if side == 0
+                else (out_runs[nro] if side == 1 else n_lo[k + 1] - n_lo[k])
+            )
+            for i in range(n):
+                if side == 2:
+                    t = n_times[0, n_lo[k] + i]
+                else:
+                    t = in_t0[i] if side == 0 else out_t0[i]
+                    s1 = in_t1[i] if side == 0 else out_t1[i]
+                    for e in range(ne):
+                        if s1 >= q1[e] and s1 < best[e]:
+                            best[e] = s1
+                    if t <= least:
+                        continue
+                j = L
+                while j > 0 and v[j - 1] > t:
+                    j -= 1
+                if j == 0 or v[j - 1] != t:
+                    for y in range(L, j, -1):
+                        v[y] = v[y - 1]
+                    v[j] = t
+                    L += 1
+        nc = 0  # the candidates: the complete ones, a prefix
+        while nc < L and v[nc] < complete_below:
+            nc += 1
+        for j in range(nc):
             present[j] = False
             for a in range(na):
                 agg[a, j] = 0
         # the input, value row by value row: running counts at the candidates, and the
         # rows with a positive count there into the aggregates
-        x = i_lo[k]
-        while x < i_lo[k + 1]:
-            y = x + 1
-            while y < i_lo[k + 1]:
-                same = True
-                for c in range(i_vals.shape[0]):
-                    same = same and i_vals[c, i_order[y]] == i_vals[c, i_order[x]]
-                if not same:
-                    break
-                y += 1
-            for j in range(nck):
-                acc[j] = 0
-            for z in range(x, y):
-                rec = i_order[z]
-                if d == 2 and i_times[1, rec] > r:
-                    continue
-                t0 = i_times[0, rec]
-                at, upto = cs, ce  # the first candidate at or after t0
-                while at < upto:
-                    mid = (at + upto) >> 1
-                    if c_t0[mid] < t0:
-                        at = mid + 1
-                    else:
-                        upto = mid
-                if at < ce:
-                    acc[at - cs] += i_diffs[rec]
-            row = i_order[x]
+        for i in range(nri):
+            heads[i] = in_runs[i]
+        while nc:
+            at = _next_row(in_vals, in_runs, heads, nri)
+            if at < 0:
+                break
+            row = heads[at]
+            _take_row(in_vals, in_t0, in_t1, in_x, in_runs, heads, nri, row, v, L, nc, r, acc)
             s = 0
-            for j in range(nck):
+            for j in range(nc):
                 s += acc[j]
                 if s <= 0:
                     continue
                 for a in range(na):
                     f = fns[a]
-                    v = i_vals[cols[a], row] if cols[a] >= 0 else 0
+                    val = in_vals[cols[a], row] if cols[a] >= 0 else 0
                     if f == COUNT:
                         agg[a, j] += s
                     elif f == SUM:
-                        agg[a, j] += s * v
+                        agg[a, j] += s * val
                     elif f == MIN:
-                        if not present[j] or v < agg[a, j]:
-                            agg[a, j] = v
+                        if not present[j] or val < agg[a, j]:
+                            agg[a, j] = val
                     elif f == MAX:
-                        if not present[j] or v > agg[a, j]:
-                            agg[a, j] = v
-                    elif not present[j] or v != last[a, j]:
+                        if not present[j] or val > agg[a, j]:
+                            agg[a, j] = val
+                    elif not present[j] or val != last[a, j]:
                         # COUNT_DISTINCT of value column 0: equal values are adjacent rows
                         agg[a, j] += 1
-                        last[a, j] = v
+                        last[a, j] = val
                 present[j] = True
-            x = y
-        # the output history's share of the differences, output row by output row
-        ne = 0
-        x = o_lo[k]
-        while x < o_lo[k + 1]:
-            y = x + 1
-            while y < o_lo[k + 1]:
-                same = True
-                for c in range(na):
-                    same = same and o_vals[c, o_order[y]] == o_vals[c, o_order[x]]
-                if not same:
-                    break
-                y += 1
-            for j in range(nck):
-                acc[j] = 0
-            for z in range(x, y):
-                rec = o_order[z]
-                if d == 2 and o_times[1, rec] > r:
-                    continue
-                t0 = o_times[0, rec]
-                at, upto = cs, ce
-                while at < upto:
-                    mid = (at + upto) >> 1
-                    if c_t0[mid] < t0:
-                        at = mid + 1
-                    else:
-                        upto = mid
-                if at < ce:
-                    acc[at - cs] += o_diffs[rec]
-            row = o_order[x]
-            s = 0
-            for j in range(nck):
-                s += acc[j]
-                linked = j > 0 and nb[cs + j - 1] == cs + j
-                share = -acc[j] if linked else -s
-                if share != 0:
+        # the output history's share of the differences (the error at a candidate less the
+        # error at the one before: minus what the row holds at the first, and minus what it
+        # gains between the two at the others), output row by output row
+        ne_ = 0
+        for i in range(nro):
+            heads[i] = out_runs[i]
+        while nc:
+            at = _next_row(out_vals, out_runs, heads, nro)
+            if at < 0:
+                break
+            row = heads[at]
+            _take_row(out_vals, out_t0, out_t1, out_x, out_runs, heads, nro, row, v, L, nc, r, acc)
+            for j in range(nc):
+                if acc[j] != 0:
                     for c in range(na):
-                        ent[c, ne] = o_vals[c, row]
-                    ent[na, ne], ent_d[ne] = j, share
-                    ne += 1
-            x = y
-        # the desired rows: +1 at each candidate with a group, -1 at the next linked one
-        for j in range(nck):
+                        ent[c, ne_] = out_vals[c, row]
+                    ent[na, ne_], ent_d[ne_] = j, -acc[j]
+                    ne_ += 1
+        # the desired rows: +1 at each candidate with a group, -1 at the next one
+        for j in range(nc):
             if present[j]:
                 for c in range(na):
-                    ent[c, ne] = agg[c, j]
-                ent[na, ne], ent_d[ne] = j, 1
-                ne += 1
-                if j + 1 < nck and nb[cs + j] == cs + j + 1:
+                    ent[c, ne_] = agg[c, j]
+                ent[na, ne_], ent_d[ne_] = j, 1
+                ne_ += 1
+                if j + 1 < nc:
                     for c in range(na):
-                        ent[c, ne] = agg[c, j]
-                    ent[na, ne], ent_d[ne] = j + 1, -1
-                    ne += 1
+                        ent[c, ne_] = agg[c, j]
+                    ent[na, ne_], ent_d[ne_] = j + 1, -1
+                    ne_ += 1
         # the key's differences: by values, then candidate, equal ones summed
-        for i in range(ne):
+        for i in range(ne_):
             ent_order[i] = i
-        finish_run(ent, ent_order, 0, ne)
+        finish_run(ent, ent_order, 0, ne_)
         i = 0
-        while i < ne:
+        while i < ne_:
             first = ent_order[i]
-            total = ent_d[first]
+            diff = ent_d[first]
             i += 1
-            while i < ne:
+            while i < ne_:
                 same = True
                 for c in range(na + 1):
                     same = same and ent[c, ent_order[i]] == ent[c, first]
                 if not same:
                     break
-                total += ent_d[ent_order[i]]
+                diff += ent_d[ent_order[i]]
                 i += 1
-            if total != 0:
+            if diff != 0:
                 r_owner[nr] = k
                 for c in range(na):
                     r_vals[c, nr] = ent[c, first]
-                r_t0[nr] = c_t0[cs + ent[na, first]]
-                r_diff[nr] = total
+                r_t0[nr] = v[ent[na, first]]
+                r_diff[nr] = diff
                 nr += 1
-    np_ = p_o.shape[0]
-    p_times = np.empty((d, np_), np.int64)
-    p_times[0] = p_0
-    if d == 2:
-        p_times[1] = p_1
-    return r_owner[:nr], r_vals[:, :nr].copy(), r_t0[:nr], r_diff[:nr], p_o, p_times
+        # pending: the least distinct first coordinate at or above join(new time, f), at
+        # the least second coordinate at or above f's (grid ceilings)
+        np_ = 0
+        for e in range(ne):
+            if d == 2 and best[e] == _INF:
+                continue
+            q1_ = best[e] if d == 2 else 0
+            for i in range(n_lo[k], n_lo[k + 1]):
+                q0 = max(n_times[0, i], felems[e, 0])
+                at, upto = 0, L
+                while at < upto:
+                    mid = (at + upto) >> 1
+                    if v[mid] < q0:
+                        at = mid + 1
+                    else:
+                        upto = mid
+                if at == L:
+                    continue
+                p = v[at]
+                j = np_
+                while j > 0 and (pend0[j - 1] > p or (pend0[j - 1] == p and pend1[j - 1] > q1_)):
+                    j -= 1
+                if j > 0 and pend0[j - 1] == p and pend1[j - 1] == q1_:
+                    continue
+                for y in range(np_, j, -1):
+                    pend0[y], pend1[y] = pend0[y - 1], pend1[y - 1]
+                pend0[j], pend1[j] = p, q1_
+                np_ += 1
+        for i in range(np_):
+            g_owner[ng] = k
+            g_times[0, ng] = pend0[i]
+            if d == 2:
+                g_times[1, ng] = pend1[i]
+            ng += 1
+    return (
+        r_owner[:nr],
+        r_vals[:, :nr].copy(),
+        r_t0[:nr],
+        r_diff[:nr],
+        g_owner[:ng],
+        g_times[:, :ng].copy(),
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -296,12 +462,16 @@ def agg_step(
     else:
         ko, o_vals, o_t0, diffs, g_owner, g_times = line_agg_differences(
             nkeys,
+            k_codes,
+            k_keys,
             owner,
             n_times,
-            gather_spine(k_codes, k_keys, in_table, exact, kv, d),
-            gather_spine(k_codes, k_keys, out_table, exact, na, d),
+            in_table,
+            out_table,
             felems,
+            exact,
             r,
+            kv,
             fns,
             cols,
         )

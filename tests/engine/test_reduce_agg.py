@@ -372,7 +372,21 @@ def test_key_pass_equals_the_general_grid(
     nkeys = k_codes.shape[0]
     inp = gather_spine(k_codes, k_keys, ins.seek_table(), True, 2, d)
     out = gather_spine(k_codes, k_keys, outs.seek_table(), True, 5, d)
-    got = line_agg_differences(nkeys, owner, n_times, inp, out, fe, r, fns, cols)
+    got = line_agg_differences(
+        nkeys,
+        k_codes,
+        k_keys,
+        owner,
+        n_times,
+        ins.seek_table(),
+        outs.seek_table(),
+        fe,
+        True,
+        r,
+        2,
+        fns,
+        cols,
+    )
 
     grid = candidate_grid(
         nkeys,
