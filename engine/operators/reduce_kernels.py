@@ -143,6 +143,10 @@ class DistinctKernel(ReduceKernel):
 class PresenceKernel(ReduceKernel):
     """The key once if the group is present (has a row with positive count)."""
 
+    def line_plan(self) -> tuple[np.ndarray, np.ndarray] | None:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none  # no aggregates: a row per present group, as AggregateKernel([])
+
     def apply(self, group, vals, counts, ngroups, ctx):
         g, _, _ = _positive(group, vals, counts)
         present = g[group_starts([g], g.shape[0])]

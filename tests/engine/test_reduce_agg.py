@@ -145,6 +145,47 @@ def test_which_aggregates_step_in_one_call(aggregates: dict, expected: object) -
     _, rows = g.new_input([("k", "int")])
     rows.distinct().capture()
     assert _reduces(g.scope.operators)[-1].one_call is set_step
+    _, keys = g.new_input([("k", "int")])
+    rows.semijoin(keys, on=[("k", "k")]).capture()
+    assert _reduces(g.scope.operators)[-1].one_call is agg_step  # presence: no aggregates
+
+
+def _semi_run(steps: list, one_call: bool, split: bool) -> tuple[Counter, int]:
+    """Semijoin and antijoin of rows ``(k, v)`` against rows ``(k, w)`` by ``k``."""
+    g = Graph()
+    left_in, left = g.new_input([("k", "int"), ("v", "int")])
+    right_in, right = g.new_input([("k", "int"), ("w", "int")])
+    semi = left.semijoin(right, on=[("k", "k")]).select(k="k", v="v", side=0)
+    anti = left.antijoin(right, on=[("k", "k")]).select(k="k", v="v", side=1)
+    cap = semi.concat(anti).capture()
+    taken = _general_steps(_reduces(g.scope.operators), one_call)
+    frontier = 0
+    with every_call_split() if split else nullcontext():
+        for move, ups in steps:
+            for k, v, b, w, ahead, d in ups:
+                target = right_in if b else left_in
+                target.send_rows([(k, v if not b else w)], frontier + ahead, d)
+            frontier += move
+            left_in.advance_to(frontier)
+            right_in.advance_to(frontier)
+            g.step()
+        left_in.advance_to(frontier + 5)
+        right_in.advance_to(frontier + 5)
+        g.step()
+    return _outputs(cap.drain()), taken[0]
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps)
+def test_presence_step_equals_the_general_path(steps: list) -> None:
+    """Semijoins and antijoins (a presence reduce of the right side by key, negative counts
+    included): the one-call step, split in two or not, gives what the general driver
+    gives."""
+    general, _ = _semi_run(steps, one_call=False, split=False)
+    for split in (False, True):
+        got, taken = _semi_run(steps, one_call=True, split=split)
+        assert taken == 0
+        assert got == general
 
 
 def _components(n: int, edges: Counter) -> list[int]:
