@@ -1,5 +1,6 @@
 """One compiled call for a whole reduce step of the common aggregates: ``count``, ``sum``
-of ints, ``min`` and ``max`` of ints or bools, ``count_distinct`` of the first value column.
+of ints, ``min`` and ``max`` of ints, bools or floats, ``count_distinct`` of the first value
+column, and none (the presence test of semijoins and antijoins).
 
 The general driver (``engine.operators.reduce``) runs a step as a few dozen numpy calls:
 gathering histories, the candidate grid, accumulating every candidate's group by a sort,
@@ -28,12 +29,36 @@ from engine.operators.reduce_step import StepResult, merge_pending, walk_new_tim
 from engine.sort_kernels import finish_run
 from engine.trace.seek import batch_arrays, prefetch, prefetch_records, record_ranges
 
-__all__ = ["COUNT", "COUNT_DISTINCT", "MAX", "MIN", "SUM", "agg_step", "line_agg_differences"]
+__all__ = [
+    "COUNT",
+    "COUNT_DISTINCT",
+    "MAX",
+    "MAX_FLOAT",
+    "MIN",
+    "MIN_FLOAT",
+    "SUM",
+    "agg_step",
+    "line_agg_differences",
+]
 
 # aggregate codes, as ``agg_step`` takes them (``AggregateKernel.line_plan``)
-COUNT, SUM, MIN, MAX, COUNT_DISTINCT = 0, 1, 2, 3, 4
+COUNT, SUM, MIN, MAX, COUNT_DISTINCT, MIN_FLOAT, MAX_FLOAT = 0, 1, 2, 3, 4, 5, 6
+_SIGN = -(2**63)  # a float64's sign bit, as int64
+_MAGNITUDE = 2**63 - 1  # the rest
+_EXPONENT = 0x7FF0000000000000
 _INF = np.iinfo(np.int64).max
 _AHEAD = 4  # keys ahead whose records are asked for
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _float_key(bits: int) -> int:
+    """An int64 ordering float64 values (stored as their bits) as numpy orders them:
+    -0.0 and 0.0 tie, every NaN is above infinity."""
+    if bits == _SIGN:
+        return 0
+    if (bits & _EXPONENT) == _EXPONENT and (bits & (_MAGNITUDE ^ _EXPONENT)) != 0:
+        return _MAGNITUDE  # NaN
+    return bits if bits >= 0 else bits ^ _MAGNITUDE
 
 
 @njit(cache=True, nogil=True)
@@ -314,6 +339,12 @@ def line_agg_differences(
                             agg[a, j] = val
                     elif f == MAX:
                         if not present[j] or val > agg[a, j]:
+                            agg[a, j] = val
+                    elif f == MIN_FLOAT:  # ties keep the first row, as the general path
+                        if not present[j] or _float_key(val) < _float_key(agg[a, j]):
+                            agg[a, j] = val
+                    elif f == MAX_FLOAT:  # ties keep the last row, as the general path
+                        if not present[j] or _float_key(val) >= _float_key(agg[a, j]):
                             agg[a, j] = val
                     elif not present[j] or val != last[a, j]:
                         # COUNT_DISTINCT of value column 0: equal values are adjacent rows

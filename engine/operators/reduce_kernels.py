@@ -27,7 +27,15 @@ import numpy as np
 from engine.consolidate import group_starts, lex_order, segment_sums
 from engine.interning import StringInterner
 from engine.lattice import leq
-from engine.operators.reduce_agg import COUNT, COUNT_DISTINCT, MAX, MIN, SUM
+from engine.operators.reduce_agg import (
+    COUNT,
+    COUNT_DISTINCT,
+    MAX,
+    MAX_FLOAT,
+    MIN,
+    MIN_FLOAT,
+    SUM,
+)
 from engine.operators.reduce_times import segment_bounds
 from engine.schema import ColumnType, decode, encode
 from engine.sort_kernels import consolidate_rows_order
@@ -199,9 +207,11 @@ class AggregateKernel(ReduceKernel):
                 plan.append((SUM, column))
             elif s.fn in ("min", "max") and s.type in (ColumnType.INT, ColumnType.BOOL):
                 plan.append((MIN if s.fn == "min" else MAX, column))
+            elif s.fn in ("min", "max") and s.type is ColumnType.FLOAT:
+                plan.append((MIN_FLOAT if s.fn == "min" else MAX_FLOAT, column))
             elif s.fn == "count_distinct" and column == 0:
                 plan.append((COUNT_DISTINCT, 0))
-            else:  # float sums (their rounding), strings' and floats' order: the general path
+            else:  # float sums (their rounding), strings' order by text: the general path
                 return None
         return (
             np.array([f for f, _ in plan], dtype=np.int64),

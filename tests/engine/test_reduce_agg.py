@@ -32,7 +32,10 @@ AGGREGATES = {
     "hi": ("max", "v"),
     "nd": ("count_distinct", "v"),
     "any": ("max", "b"),
+    "flo": ("min", "f"),
+    "fhi": ("max", "f"),
 }
+FLOATS = (-1.5, 0.0, -0.0, 2.25, float("inf"), float("-inf"))
 
 
 def _reduces(operators: list) -> list:
@@ -92,7 +95,9 @@ steps = st.lists(
 
 def _aggregate_run(steps: list, one_call: bool, split: bool) -> tuple[Counter, int]:
     g = Graph()
-    handle, rows = g.new_input([("k", "int"), ("v", "int"), ("b", "bool"), ("w", "int")])
+    handle, rows = g.new_input(
+        [("k", "int"), ("v", "int"), ("b", "bool"), ("w", "int"), ("f", "float")]
+    )
     cap = rows.reduce(["k"], AGGREGATES).capture()
     reduces = _reduces(g.scope.operators)
     assert [op.one_call for op in reduces] == [agg_step]
@@ -101,7 +106,8 @@ def _aggregate_run(steps: list, one_call: bool, split: bool) -> tuple[Counter, i
     with every_call_split() if split else nullcontext():
         for move, ups in steps:
             for k, v, b, w, ahead, d in ups:
-                handle.send_rows([(k, v, bool(b), w)], frontier + ahead, d)
+                f = FLOATS[(v + 2 * w) % len(FLOATS)]
+                handle.send_rows([(k, v, bool(b), w, f)], frontier + ahead, d)
             frontier += move
             handle.advance_to(frontier)
             g.step()
@@ -113,7 +119,8 @@ def _aggregate_run(steps: list, one_call: bool, split: bool) -> tuple[Counter, i
 @settings(max_examples=120, deadline=None)
 @given(steps)
 def test_aggregate_step_equals_the_general_path(steps: list) -> None:
-    """count, sum, min, max, count_distinct of ints and max of a bool, by key, over rows
+    """count, sum, min, max, count_distinct of ints, max of a bool and min and max of a float
+    (infinities, and -0.0 beside 0.0), by key, over rows
     with repeated values and negative counts: the one-call step (never falling back, times
     being one-dimensional), split in two or not, gives what the general driver gives."""
     general, taken = _aggregate_run(steps, one_call=False, split=False)
@@ -130,7 +137,7 @@ def test_aggregate_step_equals_the_general_path(steps: list) -> None:
         ({"lo": ("min", "v")}, agg_step),
         ({"n": ("count", None), "nd": ("count_distinct", "v")}, agg_step),
         ({"s": ("sum", "f")}, None),  # a float sum rounds: the general path
-        ({"lo": ("min", "f")}, None),  # floats order by value, not by their bits
+        ({"lo": ("min", "f"), "hi": ("max", "f")}, agg_step),  # by value, not by their bits
         ({"lo": ("min", "t")}, None),  # strings order by text, not by id
         ({"nd": ("count_distinct", "w")}, None),  # not the first value column
     ],
@@ -474,3 +481,17 @@ def test_key_pass_equals_the_general_grid(
     assert got_pending == sorted(
         {(int(o), *map(int, grid.pending_times[:, i])) for i, o in enumerate(grid.pending_owner)}
     )
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=30))
+def test_float_keys_order_floats_as_numpy(values: list) -> None:
+    """The float aggregates' key of a float's bits orders floats as numpy's ranks do (the
+    general path's): -0.0 ties with 0.0, NaNs tie above infinity."""
+    from engine.operators.reduce_agg import _float_key
+
+    floats = np.asarray(values, dtype=np.float64)
+    keys = [_float_key(int(b)) for b in floats.view(np.int64)]
+    _, ranks = np.unique(floats, return_inverse=True)
+    for i in range(len(values)):
+        for j in range(len(values)):
+            assert (keys[i] < keys[j]) == (ranks[i] < ranks[j])
