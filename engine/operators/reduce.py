@@ -15,6 +15,9 @@ do the rest, for all touched keys and all their times in one sweep (seed 000, "P
 
 Invariant: at every complete time not at or beyond a pending time, the output accumulation
 equals ``kernel(input accumulation)``; pending times are never complete when stored.
+
+Set-like kernels and the common aggregates take this path only where their one-call steps
+(``reduce_set``, ``reduce_agg``) do not apply: times off a line.
 """
 
 from __future__ import annotations

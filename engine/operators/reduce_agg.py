@@ -7,14 +7,15 @@ gathering histories, the candidate grid, accumulating every candidate's group by
 the kernel, the output's accumulation by another sort, and the Möbius inversion. For
 candidate times on a line (one-dimensional times, or a loop round: ``reduce_line``)
 :func:`agg_step` does it all in one call: the walk that finds new times and the next
-pending set are the set-like step's (``reduce_step``), the histories come from
-``gather_spine`` and the candidate line from ``line_candidates``, and then each key is one
-sweep (:func:`line_agg_differences`). A key's records, ordered by value row, are summed
-value row by value row into running counts at its candidates; at each candidate the rows
-with a positive count feed the aggregates, so a group is the same multiset the general
-kernels see (``reduce_kernels``). The output's differences follow from the line's Möbius
-inversion: at candidate ``j`` they are the error there less the error at the candidate
-before, and the output history's share of that is minus what it holds between the two.
+pending set are the set-like step's (``reduce_step``), and then each key is one pass
+(:func:`line_agg_differences`, the same candidates and pending times as
+``reduce_line.line_candidates``). A key's records are read where they lie in every batch of
+both spines, and its per-batch runs (each sorted by value row) are merged value row by
+value row into running counts at its candidates; at each candidate the rows with a positive
+count feed the aggregates, so a group is the same multiset the general kernels see
+(``reduce_kernels``). The output's differences follow from the line's Möbius inversion: at
+candidate ``j`` they are the error there less the error at the candidate before, and the
+output history's share of that is minus what it gains between the two.
 Otherwise the step reports that it does not apply, before changing anything, and the
 driver takes its general path; tests compare the two.
 """

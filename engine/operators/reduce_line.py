@@ -15,7 +15,7 @@ from numba import njit
 from engine.operators.reduce_scalar import group_by_owner
 from engine.sort_kernels import finish_run
 
-__all__ = ["line_candidates", "line_grid", "owner_order", "pinned_round", "point_complete"]
+__all__ = ["line_candidates", "line_grid", "pinned_round", "point_complete"]
 
 _INF = np.iinfo(np.int64).max
 
@@ -30,7 +30,7 @@ def point_complete(felems: np.ndarray, p0: int, p1: int, d: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def owner_order(owner: np.ndarray, rows: np.ndarray, nkeys: int) -> np.ndarray:
+def _owner_order(owner: np.ndarray, rows: np.ndarray, nkeys: int) -> np.ndarray:
     """The order of (owner, then the columns of ``rows``), owners below ``nkeys``: a counting
     sort by owner, then each owner's (short) run by its rows (``finish_run``: by insertion,
     or a stable sort per row when long). Cheaper than one sort of everything when keys are
@@ -77,7 +77,7 @@ def line_candidates(
         lo_v[m] = new_t0[i]
         m += 1
     lo_o, lo_v = lo_o[:m], lo_v[:m]
-    order = owner_order(lo_o, lo_v.reshape(1, m), nkeys)
+    order = _owner_order(lo_o, lo_v.reshape(1, m), nkeys)
     o = np.empty(m, np.int64)
     v = np.empty(m, np.int64)
     L = 0
@@ -148,7 +148,7 @@ def line_candidates(
     times = np.empty((2, np_), np.int64)
     times[0] = p_0
     times[1] = p_1
-    order = owner_order(p_o, times, nkeys)
+    order = _owner_order(p_o, times, nkeys)
     keep = np.zeros(np_, np.bool_)
     for i in range(np_):
         a = order[i]
