@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from engine.operators.reduce_line import pinned_round
-from engine.operators.reduce_step import StepResult, merge_pending, walk_new_times
+from engine.operators.reduce_step import StepResult, merge_pending, step_output, walk_new_times
 from engine.sort_kernels import finish_run
 from engine.trace.seek import batch_arrays, prefetch, prefetch_records, record_ranges
 
@@ -507,32 +507,9 @@ def agg_step(
             fns,
             cols,
         )
-    # the output batch: by key, then values, then time, so in trace order
-    m = diffs.shape[0]
-    u = 0
-    for i in range(m):
-        if i == 0 or ko[i] != ko[i - 1]:
-            u += 1
-    out_codes = np.empty(u, np.int64)
-    out_keys = np.empty((kk, u), np.int64)
-    out_offsets = np.empty(u + 1, np.int64)
-    out_times = np.empty((d, m), np.int64)
-    out_rows = np.empty((ncols, m), np.int64)
-    u = 0
-    for i in range(m):
-        if i == 0 or ko[i] != ko[i - 1]:
-            out_codes[u] = k_codes[ko[i]]
-            out_keys[:, u] = k_keys[:, ko[i]]
-            out_offsets[u] = i
-            u += 1
-        out_times[0, i] = o_t0[i]
-        if d == 2:
-            out_times[1, i] = r
-        for j in range(kk):
-            out_rows[key_index[j], i] = k_keys[j, ko[i]]
-        for a in range(na):
-            out_rows[val_index[a], i] = o_vals[a, i]
-    out_offsets[u] = m
+    out_codes, out_keys, out_offsets, out_times, out_rows = step_output(
+        ko, o_t0, o_vals, r, d, k_codes, k_keys, key_index, val_index, ncols
+    )
     new_codes, new_keys, new_times = merge_pending(
         w_codes, w_keys, w_times, nw, g_owner, g_times, k_codes, k_keys, exact
     )

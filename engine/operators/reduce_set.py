@@ -21,7 +21,7 @@ from numba import njit
 
 from engine.operators.reduce_line import pinned_round
 from engine.operators.reduce_set_line import line_set_differences
-from engine.operators.reduce_step import StepResult, merge_pending, walk_new_times
+from engine.operators.reduce_step import StepResult, merge_pending, step_output, walk_new_times
 
 __all__ = ["set_step"]
 
@@ -68,30 +68,10 @@ def set_step(
         ko, o_t0, diffs, g_owner, g_times = line_set_differences(
             nkeys, k_codes, k_keys, owner, n_times, in_table, out_table, felems, exact, at_least, r
         )
-    # the output batch: by key, then time, so in trace order
-    m = diffs.shape[0]
-    u = 0
-    for i in range(m):
-        if i == 0 or ko[i] != ko[i - 1]:
-            u += 1
-    out_codes = np.empty(u, np.int64)
-    out_keys = np.empty((kk, u), np.int64)
-    out_offsets = np.empty(u + 1, np.int64)
-    out_times = np.empty((d, m), np.int64)
-    out_rows = np.empty((kk, m), np.int64)
-    u = 0
-    for i in range(m):
-        if i == 0 or ko[i] != ko[i - 1]:
-            out_codes[u] = k_codes[ko[i]]
-            out_keys[:, u] = k_keys[:, ko[i]]
-            out_offsets[u] = i
-            u += 1
-        out_times[0, i] = o_t0[i]
-        if d == 2:
-            out_times[1, i] = r
-        for j in range(kk):
-            out_rows[columns[j], i] = k_keys[j, ko[i]]
-    out_offsets[u] = m
+    vals = np.zeros((0, diffs.shape[0]), np.int64)
+    out_codes, out_keys, out_offsets, out_times, out_rows = step_output(
+        ko, o_t0, vals, r, d, k_codes, k_keys, columns, z1, kk
+    )
     new_codes, new_keys, new_times = merge_pending(
         w_codes, w_keys, w_times, nw, g_owner, g_times, k_codes, k_keys, exact
     )
@@ -103,7 +83,7 @@ def set_step(
         out_codes,
         out_keys,
         out_offsets,
-        np.zeros((0, m), np.int64),
+        vals,
         out_times,
         diffs,
         out_rows,

@@ -23,7 +23,14 @@ from engine import parallel
 from engine.sort_kernels import key_order
 from engine.trace import TraceBatch
 
-__all__ = ["SPLIT_FROM", "StepResult", "merge_pending", "run_step", "walk_new_times"]
+__all__ = [
+    "SPLIT_FROM",
+    "StepResult",
+    "merge_pending",
+    "run_step",
+    "step_output",
+    "walk_new_times",
+]
 
 SPLIT_FROM = 4096  # delta records plus pending triples from which a step splits in two
 
@@ -243,6 +250,52 @@ def merge_pending(
     return new_codes[:np_].copy(), new_keys[:, :np_].copy(), new_times[:, :np_].copy()
 
 
+@njit(cache=True, nogil=True)
+def step_output(
+    ko: np.ndarray,
+    o_t0: np.ndarray,
+    vals: np.ndarray,
+    r: int,
+    d: int,
+    k_codes: np.ndarray,
+    k_keys: np.ndarray,
+    key_index: np.ndarray,
+    val_index: np.ndarray,
+    ncols: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A step's output differences as a trace batch (they come by key, then values, then
+    time: in trace order): owner ``ko`` into the keys ``k_codes``/``k_keys``, values
+    ``vals``, first coordinates ``o_t0``, at round ``r`` when ``d == 2``. Returns the batch's
+    codes, keys, offsets and times, and its ``ncols`` rows: key column ``j`` as row
+    ``key_index[j]``, value ``a`` as row ``val_index[a]``."""
+    kk, m = k_keys.shape[0], ko.shape[0]
+    u = 0
+    for i in range(m):
+        if i == 0 or ko[i] != ko[i - 1]:
+            u += 1
+    out_codes = np.empty(u, np.int64)
+    out_keys = np.empty((kk, u), np.int64)
+    out_offsets = np.empty(u + 1, np.int64)
+    out_times = np.empty((d, m), np.int64)
+    out_rows = np.empty((ncols, m), np.int64)
+    u = 0
+    for i in range(m):
+        if i == 0 or ko[i] != ko[i - 1]:
+            out_codes[u] = k_codes[ko[i]]
+            out_keys[:, u] = k_keys[:, ko[i]]
+            out_offsets[u] = i
+            u += 1
+        out_times[0, i] = o_t0[i]
+        if d == 2:
+            out_times[1, i] = r
+        for j in range(kk):
+            out_rows[key_index[j], i] = k_keys[j, ko[i]]
+        for a in range(vals.shape[0]):
+            out_rows[val_index[a], i] = vals[a, i]
+    out_offsets[u] = m
+    return out_codes, out_keys, out_offsets, out_times, out_rows
+
+
 def run_step(
     step: Callable[..., StepResult],
     delta: TraceBatch,
@@ -267,32 +320,21 @@ def run_step(
     if cut is None:
         return step(d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, *rest)
     i, j = int(cut[0]), int(cut[1])
+    nd, n_pend = d_codes.shape[0], p_codes.shape[0]
 
-    def low() -> StepResult:
+    def half(d0: int, d1: int, p0: int, p1: int) -> StepResult:
         return step(
-            d_codes[:i],
-            np.ascontiguousarray(d_keys[:, :i]),
-            d_offsets[: i + 1],
+            d_codes[d0:d1],
+            np.ascontiguousarray(d_keys[:, d0:d1]),
+            d_offsets[d0 : d1 + 1],
             d_times,
-            p_codes[:j],
-            np.ascontiguousarray(p_keys[:, :j]),
-            np.ascontiguousarray(p_times[:, :j]),
+            p_codes[p0:p1],
+            np.ascontiguousarray(p_keys[:, p0:p1]),
+            np.ascontiguousarray(p_times[:, p0:p1]),
             *rest,
         )
 
-    def high() -> StepResult:
-        return step(
-            d_codes[i:],
-            np.ascontiguousarray(d_keys[:, i:]),
-            d_offsets[i:],
-            d_times,
-            p_codes[j:],
-            np.ascontiguousarray(p_keys[:, j:]),
-            np.ascontiguousarray(p_times[:, j:]),
-            *rest,
-        )
-
-    a, b = parallel.both(low, high)
+    a, b = parallel.both(lambda: half(0, i, 0, j), lambda: half(i, nd, j, n_pend))
     if not (a[0] and b[0]):
         return a if not a[0] else b
     offsets = np.concatenate([a[6][:-1], b[6] + a[6][-1]])

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from engine import Graph
 from engine.batch import UpdateBatch
 from engine.hashing import key_codes
-from engine.operators.reduce import Reduce
 from engine.operators.reduce_agg import agg_step
 from engine.operators.reduce_set import set_step
 from engine.trace import Layout, Spine, TraceBatch
 from tests.engine.splitting import every_call_split
+from tests.engine.test_reduce_paths import _reduces
 
 AGGREGATES = {
     "n": ("count", None),
@@ -36,17 +36,6 @@ AGGREGATES = {
     "fhi": ("max", "f"),
 }
 FLOATS = (-1.5, 0.0, -0.0, 2.25, float("inf"), float("-inf"))
-
-
-def _reduces(operators: list) -> list:
-    found = []
-    for op in operators:
-        if isinstance(op, Reduce):
-            found.append(op)
-        inner = getattr(op, "inner", None)
-        if inner is not None:
-            found.extend(_reduces(inner.operators))
-    return found
 
 
 def _general_steps(reduces: list, one_call: bool) -> list:
