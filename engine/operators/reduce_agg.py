@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from engine.operators.reduce_line import pinned_round
+from engine.operators.reduce_set_line import most_records
 from engine.operators.reduce_step import StepResult, merge_pending, step_output, walk_new_times
 from engine.sort_kernels import finish_run
 from engine.trace.seek import batch_arrays, prefetch, prefetch_records, record_ranges
@@ -210,30 +211,21 @@ def line_agg_differences(
         n_lo[owner[i] + 1] += 1
     for k in range(nkeys):
         n_lo[k + 1] += n_lo[k]
-    most_in = most_out = 1
-    for k in range(nkeys):
-        a = b = 0
-        for q in range(i_lo.shape[0]):
-            if i_lo[q, k] >= 0:
-                a += i_hi[q, k] - i_lo[q, k]
-        for q in range(o_lo.shape[0]):
-            if o_lo[q, k] >= 0:
-                b += o_hi[q, k] - o_lo[q, k]
-        most_in, most_out = max(most_in, a), max(most_out, b)
-    most = most_in + most_out + owner.shape[0]  # distinct first coordinates, at most
+    # a key's records on either side, and its distinct first coordinates, are at most this
+    most = max(1, most_records(n_lo, i_lo, i_hi, o_lo, o_hi).max()) if nkeys else 1
     # scratch for one key: its records on each side, its first coordinates, and per
     # candidate a running count, whether its group has a row, the aggregates
-    in_vals = np.empty((kv, most_in), np.int64)
+    in_vals = np.empty((kv, most), np.int64)
     in_t0, in_t1, in_x = (
-        np.empty(most_in, np.int64),
-        np.empty(most_in, np.int64),
-        np.empty(most_in, np.int64),
+        np.empty(most, np.int64),
+        np.empty(most, np.int64),
+        np.empty(most, np.int64),
     )
-    out_vals = np.empty((na, most_out), np.int64)
+    out_vals = np.empty((na, most), np.int64)
     out_t0, out_t1, out_x = (
-        np.empty(most_out, np.int64),
-        np.empty(most_out, np.int64),
-        np.empty(most_out, np.int64),
+        np.empty(most, np.int64),
+        np.empty(most, np.int64),
+        np.empty(most, np.int64),
     )
     in_runs = np.empty(i_lo.shape[0] + 1, np.int64)
     out_runs = np.empty(o_lo.shape[0] + 1, np.int64)
@@ -256,7 +248,7 @@ def line_agg_differences(
     # entries (values, candidate, difference) of a key's output differences, sorted and
     # summed before they are kept: the output history's share is at most two a record,
     # the desired rows' two a candidate
-    cap = 2 * most_out + 2 * most
+    cap = 4 * most
     ent = np.empty((na + 1, cap), np.int64)
     ent_d = np.empty(cap, np.int64)
     ent_order = np.empty(cap, np.int64)

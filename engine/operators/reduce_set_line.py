@@ -18,14 +18,14 @@ from numba import njit
 
 from engine.trace.seek import batch_records, prefetch_records, record_ranges
 
-__all__ = ["line_set_differences"]
+__all__ = ["line_set_differences", "most_records"]
 
 _INF = np.iinfo(np.int64).max
 _AHEAD = 4  # keys ahead whose records are asked for
 
 
 @njit(cache=True, nogil=True)
-def _most_records(
+def most_records(
     n_lo: np.ndarray,
     i_lo: np.ndarray,
     i_hi: np.ndarray,
@@ -74,7 +74,7 @@ def line_set_differences(
         n_lo[owner[i] + 1] += 1
     for k in range(nkeys):
         n_lo[k + 1] += n_lo[k]
-    count = _most_records(n_lo, i_lo, i_hi, o_lo, o_hi)
+    count = most_records(n_lo, i_lo, i_hi, o_lo, o_hi)
     most = count.max() if nkeys else 0
     # scratch for one key: its distinct first coordinates, with the accumulations there
     v = np.empty(most, np.int64)

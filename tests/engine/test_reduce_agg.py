@@ -17,13 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Graph
-from engine.batch import UpdateBatch
 from engine.hashing import key_codes
 from engine.operators.reduce_agg import agg_step
 from engine.operators.reduce_set import set_step
-from engine.trace import Layout, Spine, TraceBatch
+from engine.trace import Layout
 from tests.engine.splitting import every_call_split
-from tests.engine.test_reduce_paths import _reduces
+from tests.engine.test_reduce_paths import _reduces, _spine_of
 
 AGGREGATES = {
     "n": ("count", None),
@@ -305,23 +304,6 @@ def test_aggregate_step_keeps_a_key_with_many_value_rows() -> None:
     assert _aggregate_run(stream, False, False)[0] == _aggregate_run(stream, True, False)[0]
 
 
-def _spine_with_vals(nv: int, d: int, recs: list) -> Spine:
-    """A spine of one-column keys holding ``(key, *vals, *time, diff)`` records (``nv``
-    values), in a few batches."""
-    layout = Layout.by_key(1 + nv, [0])
-    spine = Spine(layout, d)
-    for part in (
-        recs[: len(recs) // 3],
-        recs[len(recs) // 3 : len(recs) // 2],
-        recs[len(recs) // 2 :],
-    ):
-        if part:
-            a = np.asarray(part, dtype=np.int64).T
-            data, times, diffs = a[: 1 + nv], a[1 + nv : 1 + nv + d], a[1 + nv + d]
-            spine.insert(TraceBatch.from_updates(layout, UpdateBatch.build(data, times, diffs)))
-    return spine
-
-
 def _key_codes_sorted(keys: list) -> tuple[np.ndarray, np.ndarray, dict]:
     """One-column keys as a step sees them: codes ascending, keys, and each key's slot."""
     q = np.asarray(keys, dtype=np.int64).reshape(1, -1)
@@ -394,8 +376,8 @@ def test_key_pass_equals_the_general_grid(
             for t, c in zip(times, rng.choice([-1, 1, 1, 2], n), strict=True)
         ]
 
-    ins = _spine_with_vals(2, d, recs(n_hist, 2))
-    outs = _spine_with_vals(5, d, recs(n_hist // 2, 5))
+    ins = _spine_of(Layout.by_key(3, [0]), d, recs(n_hist, 2))
+    outs = _spine_of(Layout.by_key(6, [0]), d, recs(n_hist // 2, 5))
     new = sorted(
         {
             (int(k), int(t))

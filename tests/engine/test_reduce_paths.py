@@ -397,13 +397,15 @@ def test_scalar_accumulation_sweep_equals_pairwise_sums(
 
 
 def _spine_of(layout: Layout, d: int, recs: list) -> Spine:
-    """A spine of one-column keys holding ``(key, *time, diff)`` records, in a few batches."""
+    """A spine of one-column keys holding ``(key, *vals, *time, diff)`` records (the
+    layout's other columns are the values), in a few batches."""
     spine = Spine(layout, d)
+    w = layout.ncols
     for part in (recs[: len(recs) // 3], recs[len(recs) // 3 :]):
         if part:
             a = np.asarray(part, dtype=np.int64).T
             spine.insert(
-                TraceBatch.from_updates(layout, UpdateBatch.build(a[:1], a[1 : 1 + d], a[1 + d]))
+                TraceBatch.from_updates(layout, UpdateBatch.build(a[:w], a[w : w + d], a[w + d]))
             )
     return spine
 
