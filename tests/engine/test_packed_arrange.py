@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +12,7 @@ from engine.hashing import key_codes
 from engine.sort_kernels import lexsort_consolidate, trace_arrays
 from engine.trace import Layout, TraceBatch
 from engine.trace.packed_arrange import packed_arrange
+from tests.engine.splitting import every_call_split
 
 _LOW = 2**62
 
@@ -58,11 +61,13 @@ def records(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(records())
-def test_packed_arrange_equals_the_general_sorts(recs: tuple[np.ndarray, ...]) -> None:
+@given(records(), st.booleans())
+def test_packed_arrange_equals_the_general_sorts(recs: tuple[np.ndarray, ...], split: bool) -> None:
+    """Whole, or split into two code ranges arranged on two threads."""
     codes, keys, vals, times, diffs, exact = recs
     expected = reference(codes, keys, vals, times, diffs, bool(exact))
-    got = packed_arrange(codes, keys, vals, times, diffs, bool(exact))
+    with every_call_split() if split else nullcontext():
+        got = packed_arrange(codes, keys, vals, times, diffs, bool(exact))
     if got is not None:
         assert len(got) == len(expected)
         for g, e in zip(got, expected, strict=True):
