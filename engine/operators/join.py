@@ -4,7 +4,9 @@ With ``L``/``R`` the arrangements after this run and ``dL``/``dR`` this run's de
 output change is ``dL x R + L x dR - dL x dR`` (equal to ``dL x R_old + L_old x dR + dL x dR``),
 so each pair of updates is joined exactly once. A pair of updates at times ``s`` and ``t``
 produces an output at ``join(s, t)`` with the product of their diffs. Only the keys present in
-a delta are looked up (a compiled seek into every batch of the other spine, in one call).
+a delta are looked up (a compiled seek into every batch of the other spine, in one call). A
+delta of ``SPLIT_FROM`` records or more is joined as two key ranges at once, on two threads
+(``engine.parallel``): each key's pairs are independent of every other key's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from engine import parallel
 from engine.batch import UpdateBatch
 from engine.errors import SchemaError
 from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
@@ -21,7 +24,9 @@ from engine.trace import TraceBatch
 from engine.trace.cursor import match_keys
 from engine.trace.seek import join_spine
 
-__all__ = ["Join", "join_pairs"]
+__all__ = ["SPLIT_FROM", "Join", "join_pairs"]
+
+SPLIT_FROM = 4096  # delta records from which a join runs as two key ranges on two threads
 
 
 def join_pairs(
@@ -88,12 +93,28 @@ class Join(Operator):
             spec[j] = (int(side == delta_side), int(is_key), idx)
         return spec
 
-    def _against(self, delta: TraceBatch, delta_side: int, table: np.ndarray) -> UpdateBatch:
-        """``delta`` joined with the batches of the other side in ``table``."""
+    def _against(self, delta: TraceBatch, delta_side: int, table: np.ndarray) -> list[UpdateBatch]:
+        """``delta`` joined with the batches of the other side in ``table``: one part, or
+        two (the delta's two halves of keys, on two threads) from ``SPLIT_FROM`` records."""
+        n = delta.nkeys
+        if parallel.threads() < 2 or len(delta) < SPLIT_FROM or n < 2:
+            return [self._keys(delta, 0, n, delta_side, table)]
+        h = n // 2
+        a, b = parallel.both(
+            lambda: self._keys(delta, 0, h, delta_side, table),
+            lambda: self._keys(delta, h, n, delta_side, table),
+        )
+        return [a, b]
+
+    def _keys(
+        self, delta: TraceBatch, lo: int, hi: int, delta_side: int, table: np.ndarray
+    ) -> UpdateBatch:
+        """The delta's keys ``lo:hi`` joined with the batches in ``table`` (their records
+        are found through the offsets, which index the delta's whole arrays)."""
         data, times, diffs = join_spine(
-            delta.codes,
-            delta.keys,
-            delta.offsets,
+            delta.codes[lo:hi],
+            np.ascontiguousarray(delta.keys[:, lo:hi]),
+            delta.offsets[lo : hi + 1],
             delta.vals,
             delta.times,
             delta.diffs,
@@ -109,11 +130,11 @@ class Join(Operator):
         dl, dr = self.left.delta(), self.right.delta()
         parts: list[UpdateBatch] = []
         if dl is not None:
-            parts.append(self._against(dl, 0, self.right.spine.seek_table()))
+            parts += self._against(dl, 0, self.right.spine.seek_table())
         if dr is not None:
-            parts.append(self._against(dr, 1, self.left.spine.seek_table()))
+            parts += self._against(dr, 1, self.left.spine.seek_table())
         if dl is not None and dr is not None:
-            parts.append(self._against(dl, 0, dr.addresses()[None, :]).negate())
+            parts += [p.negate() for p in self._against(dl, 0, dr.addresses()[None, :])]
         parts = [p for p in parts if len(p)]
         self.output = UpdateBatch.concat(parts, self.ncols, self.dims) if parts else None
 

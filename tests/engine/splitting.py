@@ -1,6 +1,6 @@
-"""Every reduce step, trace merge and packed arrangement split in two on two threads, for
-tests: the engine splits only big ones (thousands of records), which small random streams
-never reach."""
+"""Every reduce step, trace merge, packed arrangement and join split in two on two threads,
+for tests: the engine splits only big ones (thousands of records), which small random
+streams never reach."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from engine import parallel
-from engine.operators import reduce_step
+from engine.operators import join, reduce_step
 from engine.trace import batch, packed_arrange
 
 
@@ -19,9 +19,10 @@ def every_call_split() -> Iterator[None]:
         reduce_step.SPLIT_FROM,
         batch.MERGE_SPLIT_FROM,
         packed_arrange.SPLIT_FROM,
+        join.SPLIT_FROM,
     )
     parallel._THREADS, reduce_step.SPLIT_FROM = 2, 0
-    batch.MERGE_SPLIT_FROM = packed_arrange.SPLIT_FROM = 0
+    batch.MERGE_SPLIT_FROM = packed_arrange.SPLIT_FROM = join.SPLIT_FROM = 0
     try:
         yield
     finally:
@@ -30,4 +31,5 @@ def every_call_split() -> Iterator[None]:
             reduce_step.SPLIT_FROM,
             batch.MERGE_SPLIT_FROM,
             packed_arrange.SPLIT_FROM,
+            join.SPLIT_FROM,
         ) = saved

@@ -186,8 +186,8 @@ def test_oracle_with_traces_settling_after_every_step(
 def test_oracle_with_every_step_and_merge_split_in_two(
     tree: Tree, steps1: list, steps2: list
 ) -> None:
-    """Every set-like reduce step and every trace merge runs as two key ranges on two
-    threads (normally only big ones do)."""
+    """Every one-call reduce step, trace merge, packed arrangement and join runs as two key
+    ranges on two threads (normally only big ones do)."""
     with every_call_split():
         _check_1d(tree, steps1)
         _check_2d(tree, steps2)
