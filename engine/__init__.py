@@ -15,6 +15,7 @@ Build a dataflow on a :class:`Graph`, feed it through :class:`InputHandle` objec
 
 from engine import (
     allocator,  # noqa: F401 (freed memory kept for the next step: see there)
+    array_boxing,  # noqa: F401 (before any kernel: how kernels return arrays)
     jit_cache,  # noqa: F401 (before any kernel: where the kernels below are cached)
 )
 from engine.batch import UpdateBatch
