@@ -34,6 +34,10 @@ class _Inside(threading.local):
 _inside = _Inside()
 
 
+def _nothing() -> None:
+    """The helper's task between calls."""
+
+
 class _Helper:
     """One daemon thread that runs one half at a time, handed over through two locks (a
     lock's release wakes a waiting thread in about 17 µs here; a thread pool's submit and
@@ -45,7 +49,7 @@ class _Helper:
         self.busy = threading.Lock()  # held by the caller whose half the helper runs
         self.go.acquire()
         self.done.acquire()
-        self.task: Callable[[], Any] | None = None
+        self.task: Callable[[], Any] = _nothing
         self.result: Any = None
         self.error: BaseException | None = None
         threading.Thread(target=self._loop, name="difflow-half", daemon=True).start()
@@ -54,9 +58,9 @@ class _Helper:
         _inside.helper = True
         while True:
             self.go.acquire()
-            task, self.task = self.task, None
+            task, self.task = self.task, _nothing
             try:
-                self.result = task() if task is not None else None
+                self.result = task()
             except BaseException as e:  # handed to the caller, raised there
                 self.error = e
             self.done.release()

@@ -74,3 +74,34 @@ def test_a_call_from_the_helper_runs_there(monkeypatch: pytest.MonkeyPatch) -> N
 
     _, (a, b) = parallel.both(int, nested)
     assert a == b != threading.get_ident()
+
+
+def test_a_second_caller_runs_both_halves_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one thread's split has the helper, another thread's split does not wait for
+    it: it runs both halves on its own thread."""
+    monkeypatch.setattr(parallel, "_THREADS", 2)
+    started, release = threading.Event(), threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def hold() -> int:  # the first caller's helper half: busy until released
+        started.set()
+        release.wait(10)
+        return 0
+
+    first = threading.Thread(target=lambda: parallel.both(int, hold))
+    first.start()
+    try:
+        assert started.wait(10)
+
+        def second() -> None:
+            seen.append(parallel.both(threading.get_ident, threading.get_ident))
+
+        other = threading.Thread(target=second)
+        other.start()
+        other.join(10)
+        assert not other.is_alive()
+        assert len(seen) == 1 and seen[0][0] == seen[0][1] == other.ident
+    finally:
+        release.set()
+        first.join(10)
+    assert parallel.both(threading.get_ident, threading.get_ident)[1] != threading.get_ident()
