@@ -217,9 +217,9 @@ def packed_arrange(
     records (``codes`` of their ``keys``, exact or hashes; C-contiguous arrays), or None
     where packing does not apply (arrays not int64, too wide, or a failed check).
 
-    From ``SPLIT_FROM`` records, on two threads (``engine.parallel``): each sorts half
-    the packed records, then each merges the two halves' shares of one code range and
-    writes its arrays; the two key ranges are joined in order."""
+    From ``SPLIT_FROM`` records, on two threads (``engine.parallel``): each packs, sorts
+    and writes the records on one side of a sampled median code (:func:`_pivot`); the two
+    key ranges are joined in order."""
     n = codes.shape[0]
     if n == 0:
         return None
