@@ -83,6 +83,9 @@ def main(
         host=settings.host,
         port=settings.port,
         ws_max_size=settings.max_body_bytes,
+        # no permessage-deflate: compressing every small ack took a tenth of the server's
+        # time under pipelined writes (BENCHMARKS, "session 21")
+        ws_per_message_deflate=False,
         log_level="warning",
         timeout_graceful_shutdown=10,
     )

@@ -42,6 +42,16 @@ def test_pipelined_writes_ack_in_order(server, client: httpx.Client, name: str) 
         assert {"data": {"n": i + 1}, "time": times[i], "diff": 1} in out
 
 
+def test_frames_are_not_compressed(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
+    """The client offers permessage-deflate (websockets does by default); the server
+    declines it: compressing every small ack cost a tenth of the server's time."""
+    make_table(client, name, [("k", "int")])
+    with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
+        assert ws.request is not None and ws.response is not None
+        assert "permessage-deflate" in ws.request.headers.get("Sec-WebSocket-Extensions", "")
+        assert "Sec-WebSocket-Extensions" not in ws.response.headers
+
+
 def test_bad_frame_then_good_frame(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
     make_table(client, name, [("k", "int")])
     with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
