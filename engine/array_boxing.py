@@ -2,7 +2,7 @@
 
 numba turns each array a compiled kernel returns into a numpy array by calling
 ``NRT_adapt_ndarray_to_python_acqref`` with the array's Python class. Since numba learned
-numpy subclasses (numba#7121, 0.54), its boxer embeds that class pickled and, for every
+numpy subclasses (numba#7121), its boxer embeds that class pickled and, for every
 array returned, calls back into Python to unpickle it (memoised): 0.6 µs an array on this
 machine (a kernel returning six arrays took 4.8 µs a call, 1.1 µs without it), plus a new
 reference to ``numpy.ndarray`` that is never released. A single update at 1k/2k
