@@ -22,7 +22,7 @@ from engine.operators.reduce_agg import agg_step
 from engine.operators.reduce_set import set_step
 from engine.trace import Layout
 from tests.engine.splitting import every_call_split
-from tests.engine.test_reduce_paths import _reduces, _spine_of
+from tests.engine.test_reduce_paths import _new_times, _reduces, _spine_of
 
 AGGREGATES = {
     "n": ("count", None),
@@ -385,9 +385,7 @@ def test_key_pass_equals_the_general_grid(
         }
     )
     k_codes, k_keys, slot = _key_codes_sorted(sorted({k for k, _ in new}))
-    pairs = sorted((slot[k], t) for k, t in new)
-    owner = np.asarray([o for o, _ in pairs], dtype=np.int64)
-    n_times = np.asarray([[t for _, t in pairs]] + ([[r] * len(pairs)] if d == 2 else []), np.int64)
+    owner, n_times = _new_times(new, slot, d, r)
     nkeys = k_codes.shape[0]
     inp = gather_spine(k_codes, k_keys, ins.seek_table(), True, 2, d)
     out = gather_spine(k_codes, k_keys, outs.seek_table(), True, 5, d)

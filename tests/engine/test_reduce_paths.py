@@ -396,6 +396,15 @@ def test_scalar_accumulation_sweep_equals_pairwise_sums(
     assert np.array_equal(sweep[0], pairs[0]) and np.array_equal(sweep[1], pairs[1])
 
 
+def _new_times(new: list, slot: dict, d: int, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (key, first coordinate) new times as a step's ``owner`` (each key's slot among
+    the sorted query keys) and ``(d, n)`` times, at round ``r`` when ``d == 2``, by owner."""
+    pairs = sorted((slot[k], t) for k, t in new)
+    owner = np.asarray([o for o, _ in pairs], dtype=np.int64)
+    n_times = np.asarray([[t for _, t in pairs]] + ([[r] * len(pairs)] if d == 2 else []), np.int64)
+    return owner, n_times
+
+
 def _spine_of(layout: Layout, d: int, recs: list) -> Spine:
     """A spine of one-column keys holding ``(key, *vals, *time, diff)`` records (the
     layout's other columns are the values), in a few batches."""
@@ -464,9 +473,7 @@ def test_key_by_key_set_step_equals_the_grid_and_sweep(
     order = np.argsort(codes, kind="stable")
     k_codes, k_keys = np.ascontiguousarray(codes[order]), np.ascontiguousarray(q[:, order])
     slot = {int(k): i for i, k in enumerate(k_keys[0])}
-    pairs = sorted((slot[k], t) for k, t in new)
-    owner = np.asarray([o for o, _ in pairs], dtype=np.int64)
-    n_times = np.asarray([[t for _, t in pairs]] + ([[r] * len(pairs)] if d == 2 else []), np.int64)
+    owner, n_times = _new_times(new, slot, d, r)
     nkeys = k_codes.shape[0]
     exact = layout.exact_codes
     got = line_set_differences(
