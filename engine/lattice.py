@@ -157,9 +157,15 @@ class Antichain:
         return bool(self.beyond(time.reshape(-1, 1))[0])
 
     def meet(self, other: Antichain) -> Antichain:
-        """The frontier of the union: times either may still produce."""
+        """The frontier of the union: times either may still produce. When one frontier
+        precedes the other (equal ones, usually: a step's inputs advance together) it is
+        the meet, and no new antichain is built."""
         if self.dims != other.dims:
             raise TimeError("cannot combine frontiers of different dimensions")
+        if _covers(self.elements, other.elements):
+            return self
+        if _covers(other.elements, self.elements):
+            return other
         return Antichain(np.concatenate([self.elements, other.elements]), self.dims)
 
     def precedes(self, other: Antichain) -> bool:

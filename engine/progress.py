@@ -55,13 +55,17 @@ class RoundFrontiers:
 
     def __init__(self, parent: Antichain) -> None:
         dims = self.dims = parent.dims + 1
-        extended = np.zeros((parent.elements.shape[0], dims), dtype=np.int64)
-        extended[:, :-1] = parent.elements
-        self.fixed: Antichain | None = None
-        if (extended[:, :-1] == 0).all(axis=1).any():  # (0.., 0) <= every bump: the frontier
-            self.fixed = Antichain(extended, dims)
+        elements = parent.elements
         # the bump (0, ..., 0, r + 1) first, then the parent's elements extended by 0
-        self.rows = np.concatenate([np.zeros((1, dims), dtype=np.int64), extended])
+        self.rows = np.zeros((elements.shape[0] + 1, dims), dtype=np.int64)
+        self.rows[1:, :-1] = elements
+        self.fixed: Antichain | None = None
+        # a parent frontier holding time zero holds nothing else (it is an antichain); then
+        # (0, ..., 0) is <= every bump and is every round's frontier. Read as Python ints:
+        # numpy's reductions cost microseconds each on arrays this small, once per step.
+        first = elements.tolist()
+        if len(first) == 1 and not any(first[0]):
+            self.fixed = Antichain.minimum(dims)
 
     def at(self, round_: int) -> Antichain:
         if self.fixed is not None:
