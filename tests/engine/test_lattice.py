@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from engine.errors import TimeError
 from engine.lattice import Antichain, advance_by, as_times, join, leq, meet, time_tuples
+from engine.progress import RoundFrontiers, round_frontier
 
 times2 = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=6)
 
@@ -87,6 +88,32 @@ def test_beyond_and_precedes_follow_the_product_order(fs: list, gs: list, ts: li
         f.beyond(t[:2])
     with pytest.raises(TimeError):
         f.precedes(Antichain([(1, 1)]))
+
+
+@given(times3, times3)
+def test_meet_is_the_minimal_elements_of_the_union(fs: list, gs: list) -> None:
+    """Whether or not one frontier precedes the other (its shortcut), either one closed."""
+    f, g = Antichain(fs, dims=3), Antichain(gs, dims=3)
+    union = fs + gs
+    want = {
+        x
+        for x in union
+        if not any(y != x and all(a <= b for a, b in zip(y, x, strict=True)) for y in union)
+    }
+    for m in (f.meet(g), g.meet(f)):
+        assert {tuple(e) for e in m.to_list()} == want
+        assert m.to_list() == sorted(m.to_list())
+    with pytest.raises(TimeError):
+        f.meet(Antichain([(1, 1)]))
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=4), st.integers(0, 5))
+def test_round_frontiers(parent: list, round_: int) -> None:
+    """A round's frontier: the parent's elements extended by 0, and the bump (0, 0, r + 1)."""
+    p = Antichain(parent, dims=2)
+    want = Antichain([(*e, 0) for e in p.to_list()] + [(0, 0, round_ + 1)], dims=3)
+    assert RoundFrontiers(p).at(round_) == want
+    assert round_frontier(p, round_) == want
 
 
 def test_as_times_validates() -> None:
