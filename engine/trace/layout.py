@@ -42,6 +42,10 @@ class Layout:
         return len(self.key_cols) <= 1
 
     def split(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The key and value columns of ``(ncols, n)`` rows; an arrangement by the whole
+        row (in column order) takes ``data`` itself as its keys, without a copy."""
+        if not self.val_cols and self.key_cols == tuple(range(self.ncols)):
+            return data, data[:0]
         return data[list(self.key_cols)], data[list(self.val_cols)]
 
     def assemble(self, keys: np.ndarray, vals: np.ndarray) -> np.ndarray:

@@ -1,13 +1,13 @@
-"""Every reduce step, trace merge, packed arrangement and join split in two on two threads,
-for tests: the engine splits only big ones (thousands of records), which small random
-streams never reach."""
+"""Every reduce step, trace merge, packed arrangement, join and key hashing split in two on two
+threads, for tests: the engine splits only big ones (thousands of records), which small
+random streams never reach."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from engine import parallel
+from engine import hashing, parallel
 from engine.operators import join, reduce_step
 from engine.trace import batch, packed_arrange
 
@@ -20,9 +20,10 @@ def every_call_split() -> Iterator[None]:
         batch.MERGE_SPLIT_FROM,
         packed_arrange.SPLIT_FROM,
         join.SPLIT_FROM,
+        hashing.SPLIT_FROM,
     )
     parallel._THREADS, reduce_step.SPLIT_FROM = 2, 0
-    batch.MERGE_SPLIT_FROM = packed_arrange.SPLIT_FROM = join.SPLIT_FROM = 0
+    batch.MERGE_SPLIT_FROM = packed_arrange.SPLIT_FROM = join.SPLIT_FROM = hashing.SPLIT_FROM = 0
     try:
         yield
     finally:
@@ -32,4 +33,5 @@ def every_call_split() -> Iterator[None]:
             batch.MERGE_SPLIT_FROM,
             packed_arrange.SPLIT_FROM,
             join.SPLIT_FROM,
+            hashing.SPLIT_FROM,
         ) = saved

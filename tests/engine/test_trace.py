@@ -59,6 +59,8 @@ def test_key_codes_fold_splitmix_over_the_key_columns(rows: list, kk: int) -> No
     for row in keys:
         h = mix64(h ^ row.view(np.uint64))
     assert key_codes(keys).tolist() == h.view(np.int64).tolist()
+    with every_call_split():  # two threads, a half each
+        assert key_codes(keys).tolist() == h.view(np.int64).tolist()
 
 
 @given(updates)
