@@ -146,13 +146,13 @@ def _find_all(
     exact: bool,
     radix: np.ndarray,
     shift: int,
-) -> np.ndarray:
-    """For each query, the index of its key in the batch or -1. Queries may come in any
-    order; each reads a bucket of the batch's radix index when it has one (``radix`` not
-    empty), else runs of ascending codes (the usual case: queries are sorted keys)
-    gallop."""
+    hit: np.ndarray,
+) -> None:
+    """For each query, the index of its key in the batch or -1, into ``hit``. Queries may
+    come in any order; each reads a bucket of the batch's radix index when it has one
+    (``radix`` not empty), else runs of ascending codes (the usual case: queries are sorted
+    keys) gallop."""
     nq = q_codes.shape[0]
-    hit = np.empty(nq, np.int64)
     if radix.shape[0]:
         last = radix.shape[0] - 1
         for i in range(nq):
@@ -168,7 +168,7 @@ def _find_all(
                     prefetch(keys.ctypes.data + 8 * (r * keys.shape[1] + j))
             lo = _radix_lower_bound(codes, q_codes[i], radix, shift)
             hit[i] = _find(lo, q_codes[i], q_keys, i, codes, keys, exact)
-        return hit
+        return
     base = 0
     for i in range(nq):
         code = q_codes[i]
@@ -176,7 +176,6 @@ def _find_all(
             base = 0
         base = _lower_bound(codes, code, base)
         hit[i] = _find(base, code, q_keys, i, codes, keys, exact)
-    return hit
 
 
 _RADIX_SPREAD = 8  # keys per radix bucket, on average
@@ -275,12 +274,18 @@ _DENSE = 16  # sorted queries at least 1/16 of a batch's keys gallop, not use it
 
 @njit(cache=True, nogil=True)
 def _find_few(
-    q_codes: np.ndarray, q_keys: np.ndarray, codes: np.ndarray, keys: np.ndarray, exact: bool
-) -> np.ndarray:
+    q_codes: np.ndarray,
+    q_keys: np.ndarray,
+    codes: np.ndarray,
+    keys: np.ndarray,
+    exact: bool,
+    hit: np.ndarray,
+) -> None:
     """:func:`_find_all` for ascending queries and a batch of few keys: each batch key
-    gallops to its code among the queries, instead of every query searching the batch."""
+    gallops to its code among the queries, instead of every query searching the batch.
+    Both write into their row of the caller's hits (no array per batch)."""
     nq = q_codes.shape[0]
-    hit = np.full(nq, -1, np.int64)
+    hit[:] = -1
     q = 0
     for j in range(codes.shape[0]):
         q = _lower_bound(q_codes, codes[j], q)
@@ -289,7 +294,6 @@ def _find_few(
             if exact or _same_key(keys, j, q_keys, i):
                 hit[i] = j
             i += 1
-    return hit
 
 
 @njit(cache=True, nogil=True)
@@ -313,12 +317,12 @@ def _table_hits(
         codes = carray(_int64_at(table[b, 0]), (nk,))
         keys = carray(_int64_at(table[b, 1]), (kk, nk))
         if ascending and nk * _FEW_KEYS < nq:
-            hits[b] = _find_few(q_codes, q_keys, codes, keys, exact)
+            _find_few(q_codes, q_keys, codes, keys, exact, hits[b])
             continue
         radix = no_radix
         if table[b, 8] != 0 and not (ascending and nq * _DENSE >= nk):
             radix = carray(_int64_at(table[b, 8]), (_radix_size(nk),))
-        hits[b] = _find_all(q_codes, q_keys, codes, keys, exact, radix, table[b, 9])
+        _find_all(q_codes, q_keys, codes, keys, exact, radix, table[b, 9], hits[b])
     return hits
 
 

@@ -231,12 +231,17 @@ class Spine:
         small batches already waiting (up to ``SMALL_BATCHES`` in all); otherwise the
         waiting small batches and the new ones merge into one (one pass over all of them),
         then batches merge while the geometric invariant is broken."""
-        k, self._unread, self._unread_records = self._unread, 0, 0
+        k, records = self._unread, self._unread_records
+        self._unread = self._unread_records = 0
         if k == 0:
             return
         n, waiting = len(self.batches), self._waiting
-        if waiting + k <= SMALL_BATCHES and all(
-            b.diffs.shape[0] < SMALL_RECORDS for b in self.batches[n - k :]
+        if (
+            waiting + k <= SMALL_BATCHES
+            and (
+                records < SMALL_RECORDS  # all of them small, without looking (one, usually)
+                or all(b.diffs.shape[0] < SMALL_RECORDS for b in self.batches[n - k :])
+            )
         ):
             self._waiting += k
             return
