@@ -33,10 +33,11 @@ def key_codes(keys: np.ndarray) -> np.ndarray:
         return np.zeros(n, dtype=np.int64)
     if kk == 1:
         return keys[0]
-    cols = np.arange(kk, dtype=np.int64)
-    if n < SPLIT_FROM or parallel.threads() < 2:
-        return row_codes(keys, cols)
-    out, h = np.empty(n, dtype=np.int64), n // 2
+    cols, out = np.arange(kk, dtype=np.int64), np.empty(n, dtype=np.int64)
+    if n < SPLIT_FROM or parallel.threads() < 2:  # the same kernel either way: one compile
+        row_codes_into(keys, cols, out, 0, n)
+        return out
+    h = n // 2
     parallel.both(
         lambda: row_codes_into(keys, cols, out, 0, h), lambda: row_codes_into(keys, cols, out, h, n)
     )

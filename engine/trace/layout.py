@@ -43,8 +43,10 @@ class Layout:
 
     def split(self, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The key and value columns of ``(ncols, n)`` rows; an arrangement by the whole
-        row (in column order) takes ``data`` itself as its keys, without a copy."""
+        row (in column order) takes ``data`` itself as its keys, without a copy (C order, as
+        the copy would be: one signature for the kernels that read them)."""
         if not self.val_cols and self.key_cols == tuple(range(self.ncols)):
+            data = np.ascontiguousarray(data)
             return data, data[:0]
         return data[list(self.key_cols)], data[list(self.val_cols)]
 
