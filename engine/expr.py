@@ -20,7 +20,6 @@ Semantics (documented in the README):
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from engine.errors import ExpressionError
-from engine.hashing import mix64
+from engine.hashing import mix64, string_hashes
 from engine.interning import StringInterner
 from engine.schema import ColumnType, Schema, decode
 
@@ -439,13 +438,6 @@ def _make_concat(args: list[Bound], out: ColumnType, to: ColumnType | None) -> C
     return run
 
 
-def _string_hashes(strings: list[str]) -> np.ndarray:
-    """blake2b-64 of each string's UTF-8 bytes, read little-endian as int64."""
-    blake2b = hashlib.blake2b
-    digests = b"".join([blake2b(s.encode(), digest_size=8).digest() for s in strings])
-    return np.frombuffer(digests, dtype="<i8").astype(np.int64)
-
-
 def stable_hash(
     columns: Sequence[np.ndarray], types: Sequence[ColumnType], interner: StringInterner, n: int
 ) -> np.ndarray:
@@ -459,7 +451,7 @@ def stable_hash(
     with np.errstate(over="ignore"):
         for values, t in zip(columns, types, strict=True):
             if t is STRING:
-                v = interner.text_hashes(values, _string_hashes)
+                v = interner.text_hashes(values, string_hashes)
             elif t is FLOAT:
                 f = np.asarray(values, dtype=np.float64) + 0.0
                 v = np.where(np.isnan(f), np.nan, f).view(np.int64)
