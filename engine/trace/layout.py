@@ -21,10 +21,13 @@ class Layout:
     # the column tuples as int64 arrays, for compiled code
     key_index: np.ndarray = field(init=False, compare=False, repr=False)
     val_index: np.ndarray = field(init=False, compare=False, repr=False)
+    # whether the key is the whole row in column order (``by_self``): its keys are the rows
+    whole_row: bool = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key_index", np.array(self.key_cols, dtype=np.int64))
         object.__setattr__(self, "val_index", np.array(self.val_cols, dtype=np.int64))
+        object.__setattr__(self, "whole_row", self.key_cols == tuple(range(self.ncols)))
 
     @classmethod
     def by_key(cls, ncols: int, key_cols: Sequence[int]) -> Layout:
@@ -45,7 +48,7 @@ class Layout:
         """The key and value columns of ``(ncols, n)`` rows; an arrangement by the whole
         row (in column order) takes ``data`` itself as its keys, without a copy (C order, as
         the copy would be: one signature for the kernels that read them)."""
-        if not self.val_cols and self.key_cols == tuple(range(self.ncols)):
+        if self.whole_row:
             data = np.ascontiguousarray(data)
             return data, data[:0]
         return data[list(self.key_cols)], data[list(self.val_cols)]
