@@ -245,6 +245,11 @@ def line_agg_differences(
         if d == 1 or felems[e, 1] <= r:
             complete_below = min(complete_below, felems[e, 0])
     best = np.empty(ne, np.int64)
+    # a frontier element two or more rounds ahead needs each record's round compared with
+    # it; otherwise ``best`` follows from the least later round among a key's records
+    far = False
+    for e in range(ne):
+        far = far or (d == 2 and q1[e] > r + 1)
     # entries (values, candidate, difference) of a key's output differences, sorted and
     # summed before they are kept: the output history's share is at most two a record,
     # the desired rows' two a candidate
@@ -269,6 +274,7 @@ def line_agg_differences(
             least = min(least, n_times[0, i])
         for e in range(ne):
             best[e] = r if (d == 2 and r >= q1[e]) else _INF
+        later = _INF  # the least round after r among the key's records
         nri = _copy_key(in_table, i_lo, i_hi, k, kv, d, in_vals, in_t0, in_t1, in_x, in_runs)
         nro = _copy_key(out_table, o_lo, o_hi, k, na, d, out_vals, out_t0, out_t1, out_x, out_runs)
         # the distinct first coordinates above the least new time, and the new times'
@@ -285,9 +291,12 @@ def line_agg_differences(
                 else:
                     t = in_t0[i] if side == 0 else out_t0[i]
                     s1 = in_t1[i] if side == 0 else out_t1[i]
-                    for e in range(ne):
-                        if s1 >= q1[e] and s1 < best[e]:
-                            best[e] = s1
+                    if s1 > r:
+                        later = min(later, s1)
+                        if far:
+                            for e in range(ne):
+                                if s1 >= q1[e] and s1 < best[e]:
+                                    best[e] = s1
                     if t <= least:
                         continue
                 j = L
@@ -298,6 +307,9 @@ def line_agg_differences(
                         v[y] = v[y - 1]
                     v[j] = t
                     L += 1
+        for e in range(ne):
+            if d == 2 and q1[e] == r + 1:
+                best[e] = min(best[e], later)
         nc = 0  # the candidates: the complete ones, a prefix
         while nc < L and v[nc] < complete_below:
             nc += 1

@@ -92,6 +92,11 @@ def line_set_differences(
         if d == 1 or felems[e, 1] <= r:
             complete_below = min(complete_below, felems[e, 0])
     best = np.empty(ne, np.int64)
+    # a frontier element two or more rounds ahead needs each record's round compared with
+    # it; otherwise ``best`` follows from the least later round among a key's records
+    far = False
+    for e in range(ne):
+        far = far or (d == 2 and q1[e] > r + 1)
     total = count.sum()
     r_owner = np.empty(total, np.int64)
     r_t0 = np.empty(total, np.int64)
@@ -113,6 +118,7 @@ def line_set_differences(
             least = min(least, n_times[0, i])
         for e in range(ne):
             best[e] = r if (d == 2 and r >= q1[e]) else _INF
+        later = _INF  # the least round after r among the key's records
         # the key's records: those at or below its least new time only add to the sums;
         # the first coordinates of the rest, and of its new times, go into ``v`` (distinct,
         # ascending, by insertion: each batch's run comes sorted) with the changes to the
@@ -129,9 +135,12 @@ def line_set_differences(
                 times, diffs = batch_records(table, b, d)
                 for rec in range(lo[b, k], hi[b, k]):
                     t1 = times[1, rec] if d == 2 else 0
-                    for e in range(ne):
-                        if t1 >= q1[e] and t1 < best[e]:
-                            best[e] = t1
+                    if t1 > r:
+                        later = min(later, t1)
+                        if far:
+                            for e in range(ne):
+                                if t1 >= q1[e] and t1 < best[e]:
+                                    best[e] = t1
                     t0 = times[0, rec]
                     x = diffs[rec] if t1 <= r else 0
                     if t0 <= least:
@@ -153,6 +162,9 @@ def line_set_differences(
                         acc_in[j - 1] += x
                     else:
                         acc_out[j - 1] += x
+        for e in range(ne):
+            if d == 2 and q1[e] == r + 1:
+                best[e] = min(best[e], later)
         for i in range(n_lo[k], n_lo[k + 1]):
             t0 = n_times[0, i]
             j = L
