@@ -205,16 +205,19 @@ def line_set_differences(
             q1_ = best[e] if d == 2 else 0
             for i in range(n_lo[k], n_lo[k + 1]):
                 q0 = max(n_times[0, i], felems[e, 0])
-                at, upto = 0, L  # the first distinct coordinate >= q0 (searched in place)
-                while at < upto:
-                    mid = (at + upto) >> 1
-                    if v[mid] < q0:
-                        at = mid + 1
-                    else:
-                        upto = mid
-                if at == L:
+                if q0 == n_times[0, i]:  # a new time's own coordinate: one of the distinct
+                    a = q0
+                elif v[L - 1] < q0:  # (L >= 1: the new time's own is there) none above
                     continue
-                a = v[at]  # into the sorted distinct pending pairs, in place
+                else:
+                    at, upto = 0, L  # the first distinct coordinate >= q0 (in place)
+                    while at < upto:
+                        mid = (at + upto) >> 1
+                        if v[mid] < q0:
+                            at = mid + 1
+                        else:
+                            upto = mid
+                    a = v[at]  # into the sorted distinct pending pairs, in place
                 j = np_
                 while j > 0 and (pend0[j - 1] > a or (pend0[j - 1] == a and pend1[j - 1] > q1_)):
                     j -= 1
