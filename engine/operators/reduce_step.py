@@ -105,8 +105,12 @@ def walk_new_times(
                 for e in range(ne):
                     le = True
                     for c in range(d):
-                        le = le and felems[e, c] <= d_times[c, rec]
-                    waits = waits or le
+                        if felems[e, c] > d_times[c, rec]:
+                            le = False
+                            break
+                    if le:
+                        waits = True
+                        break
                 if waits:
                     w_codes[nw] = d_codes[j]
                     for c in range(kk):
@@ -138,8 +142,12 @@ def walk_new_times(
                 for e in range(ne):
                     le = True
                     for c in range(d):
-                        le = le and felems[e, c] <= p_times[c, i]
-                    waits = waits or le
+                        if felems[e, c] > p_times[c, i]:
+                            le = False
+                            break
+                    if le:
+                        waits = True
+                        break
                 if waits:
                     w_codes[nw] = p_codes[i]
                     for c in range(kk):
