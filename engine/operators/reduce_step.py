@@ -248,13 +248,23 @@ def merge_pending(
                 new_times[c, np_] = g_times[c, b]
             b += 1
         new_codes[np_] = code
-        repeat = np_ > 0 and new_codes[np_ - 1] == code
+        if np_ == 0 or new_codes[np_ - 1] != code:
+            np_ += 1
+            continue
+        repeat = True  # the same key and time as the last one kept?
         for c in range(kk):
-            repeat = repeat and new_keys[c, np_ - 1] == new_keys[c, np_]
-        for c in range(d):
-            repeat = repeat and new_times[c, np_ - 1] == new_times[c, np_]
+            if new_keys[c, np_ - 1] != new_keys[c, np_]:
+                repeat = False
+                break
+        if repeat:
+            for c in range(d):
+                if new_times[c, np_ - 1] != new_times[c, np_]:
+                    repeat = False
+                    break
         if not repeat:
             np_ += 1
+    if np_ == total:  # nothing repeated: the arrays as they are
+        return new_codes, new_keys, new_times
     return new_codes[:np_].copy(), new_keys[:, :np_].copy(), new_times[:, :np_].copy()
 
 

@@ -1,0 +1,103 @@
+"""The one-call reduce steps' shared kernels against plain Python: the walk that splits
+the input delta and the pending triples into new and waiting times, and the merge that
+makes the next pending set.
+
+Keys are pairs whose codes collide on purpose (the code is their sum mod 3), so trace
+order (code, then key columns) is tested where codes tie; with ``exact`` the code is the
+key and decides alone."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.lattice import Antichain
+from engine.operators.reduce_step import merge_pending, walk_new_times
+
+KEYS = [(a, b) for a in range(3) for b in range(3)]
+
+
+def _code(key: tuple[int, int], exact: bool) -> int:
+    return key[0] * 3 + key[1] if exact else (key[0] + key[1]) % 3
+
+
+def _order(key: tuple[int, int], exact: bool) -> tuple:
+    return (_code(key, exact), *key)
+
+
+def _triples(keys: list, times: list, exact: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, keys, times) arrays of (key, time) triples, kept in the order given."""
+    return (
+        np.array([_code(k, exact) for k in keys], dtype=np.int64),
+        np.array(keys, dtype=np.int64).reshape(-1, 2).T.copy(),
+        np.array(times, dtype=np.int64).reshape(-1, 2).T.copy(),
+    )
+
+
+time_ = st.tuples(st.integers(0, 4), st.integers(0, 4))
+history = st.dictionaries(st.sampled_from(KEYS), st.sets(time_, min_size=1, max_size=4), max_size=6)
+frontier = st.lists(time_, max_size=3)
+
+
+@given(history, history, frontier, st.booleans())
+def test_walk_splits_delta_and_pending_into_new_and_waiting_times(
+    delta: dict, pending: dict, elems: list, exact: bool
+) -> None:
+    f = Antichain(elems, 2)  # empty: closed, every time complete
+    keys = sorted(delta, key=lambda k: _order(k, exact))
+    d_codes, d_keys, _ = _triples(keys, [(0, 0)] * len(keys), exact)
+    d_offsets = np.cumsum([0] + [len(delta[k]) for k in keys]).astype(np.int64)
+    d_times = _triples([], [t for k in keys for t in sorted(delta[k])], exact)[2]
+    p_list = sorted(
+        ((k, t) for k in pending for t in pending[k]), key=lambda x: (_order(x[0], exact), x[1])
+    )
+    p_codes, p_keys, p_times = _triples([k for k, _ in p_list], [t for _, t in p_list], exact)
+    owner, n_times, k_codes, k_keys, w_codes, w_keys, w_times, nw = walk_new_times(
+        d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, f.elements, exact
+    )
+    every = [(k, t) for k in keys for t in sorted(delta[k])] + p_list
+    ready = [x for x in every if not f.less_equal_time(np.array(x[1]))]
+    waiting = [x for x in every if f.less_equal_time(np.array(x[1]))]
+    # keys with new times: distinct, in trace order; each new time with its key
+    expected_keys = sorted({k for k, _ in ready}, key=lambda k: _order(k, exact))
+    assert [tuple(map(int, k_keys[:, i])) for i in range(k_codes.shape[0])] == expected_keys
+    assert [int(c) for c in k_codes] == [_code(k, exact) for k in expected_keys]
+    assert list(owner) == sorted(owner)
+    got = sorted((expected_keys[o], tuple(map(int, n_times[:, i]))) for i, o in enumerate(owner))
+    assert got == sorted(ready)
+    # the waiting ones, in trace order (key, then time)
+    got_w = [(tuple(map(int, w_keys[:, i])), tuple(map(int, w_times[:, i]))) for i in range(nw)]
+    assert [int(c) for c in w_codes[:nw]] == [_code(k, exact) for k, _ in got_w]
+    assert got_w == sorted(waiting, key=lambda x: (_order(x[0], exact), x[1]))
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(KEYS), time_), max_size=12),
+    st.lists(st.tuples(st.sampled_from(KEYS), time_), max_size=12),
+    st.booleans(),
+)
+def test_merge_pending_is_the_distinct_union_in_trace_order(
+    waiting: list, new: list, exact: bool
+) -> None:
+    def trace(x: tuple) -> tuple:
+        return (_order(x[0], exact), x[1])
+
+    waiting = sorted(waiting, key=trace)  # repeats allowed, as the walk may leave them
+    w_codes, w_keys, w_times = _triples([k for k, _ in waiting], [t for _, t in waiting], exact)
+    spare = 3  # the walk's arrays are longer than the triples they hold
+    w_codes = np.concatenate([w_codes, np.full(spare, -1, np.int64)])
+    w_keys = np.concatenate([w_keys, np.full((2, spare), -1, np.int64)], axis=1)
+    w_times = np.concatenate([w_times, np.full((2, spare), -1, np.int64)], axis=1)
+    # the step's new pending: per key (owner into the step's keys), then time, distinct
+    new = sorted(set(new), key=trace)
+    step_keys = sorted({k for k, _ in new}, key=lambda k: _order(k, exact))
+    k_codes, k_keys, _ = _triples(step_keys, [(0, 0)] * len(step_keys), exact)
+    g_owner = np.array([step_keys.index(k) for k, _ in new], dtype=np.int64)
+    g_times = _triples([], [t for _, t in new], exact)[2]
+    codes, keys, times = merge_pending(
+        w_codes, w_keys, w_times, len(waiting), g_owner, g_times, k_codes, k_keys, exact
+    )
+    got = [(tuple(map(int, keys[:, i])), tuple(map(int, times[:, i]))) for i in range(len(codes))]
+    assert got == sorted(set(waiting) | set(new), key=trace)
+    assert [int(c) for c in codes] == [_code(k, exact) for k, _ in got]
