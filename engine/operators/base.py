@@ -123,6 +123,10 @@ class Operator:
         """Times (``(dims, m)``) at which this operator still owes work."""
         return np.zeros((self.dims, 0), dtype=np.int64)
 
+    def pending_time_parts(self) -> list[np.ndarray]:
+        """:meth:`pending_times` in the parts the operator keeps them in (no copy)."""
+        return [self.pending_times()]
+
     def release(self) -> None:
         """Give up trace readers (the operator is being dropped)."""
         self.dropped = True

@@ -181,11 +181,11 @@ class LoopRegion(Operator):
     def _next_round(self, frontier: Antichain, after: int) -> int | None:
         best = -1
         for op in self.owing:
-            p = op.pending_times()
-            if p.shape[1]:
-                r = earliest_ready_round(np.ascontiguousarray(p), frontier.elements, after)
-                if r >= 0 and (best < 0 or r < best):
-                    best = r
+            for p in op.pending_time_parts():
+                if p.shape[1]:
+                    r = earliest_ready_round(np.ascontiguousarray(p), frontier.elements, after)
+                    if r >= 0 and (best < 0 or r < best):
+                        best = r
         return None if best < 0 else best
 
     def run(self) -> None:

@@ -40,7 +40,7 @@ from engine.operators.reduce_kernels import (
 )
 from engine.operators.reduce_scalar import scalar_differences
 from engine.operators.reduce_set import set_step
-from engine.operators.reduce_step import StepResult, run_step
+from engine.operators.reduce_step import Pending, StepResult, joined, run_step
 from engine.operators.reduce_times import Grid, candidates
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
@@ -113,9 +113,14 @@ class Reduce(Operator):
             )
         self._no_delta = TraceBatch.empty(self.in_layout, self.dims)
         kk = len(layout.key_cols)
-        self.p_codes = np.zeros(0, dtype=np.int64)
-        self.p_keys = np.zeros((kk, 0), dtype=np.int64)
-        self.p_times = np.zeros((self.dims, 0), dtype=np.int64)
+        # the pending (code, key, time) triples, sorted in trace order: in one part, or in
+        # the two key ranges of the last split step (``run_step``), kept apart for the next
+        self.pending: list[Pending] = []
+        self._no_pending: Pending = (
+            np.zeros(0, dtype=np.int64),
+            np.zeros((kk, 0), dtype=np.int64),
+            np.zeros((self.dims, 0), dtype=np.int64),
+        )
         interner = scope.root.interner
         assert interner is not None
         in_schema = input.schema
@@ -127,7 +132,21 @@ class Reduce(Operator):
         )
 
     def pending_times(self) -> np.ndarray:
-        return self.p_times
+        if len(self.pending) == 1:
+            return self.pending[0][2]
+        return joined(self.pending or [self._no_pending])[2]
+
+    def pending_time_parts(self) -> list[np.ndarray]:
+        return [p[2] for p in self.pending]
+
+    def _one_pending(self) -> Pending:
+        """The pending triples in one part."""
+        if len(self.pending) > 1:
+            self.pending = [joined(self.pending)]
+        return self.pending[0] if self.pending else self._no_pending
+
+    def _set_pending(self, codes: np.ndarray, keys: np.ndarray, times: np.ndarray) -> None:
+        self.pending = [(codes, keys, times)] if codes.shape[0] else []
 
     def run(self) -> None:
         frontier = self.input_frontier()
@@ -149,22 +168,20 @@ class Reduce(Operator):
         assert self.one_call is not None
         if delta is None:
             delta = self._no_delta
-        applies, p_codes, p_keys, p_times, codes, keys, offsets, vals, times, diffs, rows = (
-            run_step(
-                self.one_call,
-                delta,
-                (self.p_codes, self.p_keys, self.p_times),
-                (
-                    self.source.spine.seek_table(),
-                    self.spine.seek_table(),
-                    frontier.elements,
-                    *self.one_call_args,
-                ),
-            )
+        applies, pending, codes, keys, offsets, vals, times, diffs, rows = run_step(
+            self.one_call,
+            delta,
+            self.pending or [self._no_pending],
+            (
+                self.source.spine.seek_table(),
+                self.spine.seek_table(),
+                frontier.elements,
+                *self.one_call_args,
+            ),
         )
         if not applies:
             return False
-        self.p_codes, self.p_keys, self.p_times = p_codes, p_keys, p_times
+        self.pending = pending
         if diffs.shape[0]:
             batch = TraceBatch(codes, keys, offsets, vals, times, diffs)
             self.spine.insert(batch)
@@ -185,14 +202,13 @@ class Reduce(Operator):
             codes.append(d_codes)
             keys.append(d_keys)
             times.append(d_times)
-        ready = frontier.complete(self.p_times) if self.p_times.shape[1] else np.zeros(0, bool)
+        p_codes, p_keys, p_times = self._one_pending()
+        ready = frontier.complete(p_times) if p_times.shape[1] else np.zeros(0, bool)
         if ready.any():
-            codes.append(self.p_codes[ready])
-            keys.append(self.p_keys[:, ready])
-            times.append(self.p_times[:, ready])
-            self.p_codes = self.p_codes[~ready]
-            self.p_keys = self.p_keys[:, ~ready]
-            self.p_times = self.p_times[:, ~ready]
+            codes.append(p_codes[ready])
+            keys.append(p_keys[:, ready])
+            times.append(p_times[:, ready])
+            self._set_pending(p_codes[~ready], p_keys[:, ~ready], p_times[:, ~ready])
         if codes and sum(c.shape[0] for c in codes):
             self._update(
                 np.concatenate(codes), np.concatenate(keys, axis=1), np.concatenate(times, axis=1)
@@ -319,17 +335,14 @@ class Reduce(Operator):
     def _add_pending(self, codes: np.ndarray, keys: np.ndarray, times: np.ndarray) -> None:
         if codes.shape[0] == 0:
             return
-        codes = np.concatenate([self.p_codes, codes])
-        keys = np.concatenate([self.p_keys, keys], axis=1)
-        times = np.concatenate([self.p_times, times], axis=1)
+        p_codes, p_keys, p_times = self._one_pending()
+        codes = np.concatenate([p_codes, codes])
+        keys = np.concatenate([p_keys, keys], axis=1)
+        times = np.concatenate([p_times, times], axis=1)
         sort_keys = [codes, *keys, *times]
         order = lex_order(sort_keys)
         first = order[group_starts([k[order] for k in sort_keys], codes.shape[0])]
-        self.p_codes, self.p_keys, self.p_times = (
-            codes[first],
-            np.take(keys, first, axis=1),
-            np.take(times, first, axis=1),
-        )
+        self._set_pending(codes[first], np.take(keys, first, axis=1), np.take(times, first, axis=1))
 
     def release(self) -> None:
         super().release()

@@ -25,7 +25,10 @@ from engine.trace import TraceBatch
 
 __all__ = [
     "SPLIT_FROM",
+    "Pending",
+    "RunResult",
     "StepResult",
+    "joined",
     "merge_pending",
     "run_step",
     "step_output",
@@ -42,6 +45,22 @@ StepResult = tuple[
     np.ndarray,
     np.ndarray,
     np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+]
+
+Pending = tuple[np.ndarray, np.ndarray, np.ndarray]  # codes, keys (kk, n), times (d, n)
+
+# ``run_step``'s answer: whether the step applies, the pending parts, and the rest of
+# ``StepResult`` (the output)
+RunResult = tuple[
+    bool,
+    list[Pending],
     np.ndarray,
     np.ndarray,
     np.ndarray,
@@ -314,53 +333,96 @@ def step_output(
     return out_codes, out_keys, out_offsets, out_times, out_rows
 
 
+def joined(parts: list[Pending]) -> Pending:
+    """Pending parts in key order as one."""
+    if len(parts) == 1:
+        return parts[0]
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts], axis=1),
+        np.concatenate([p[2] for p in parts], axis=1),
+    )
+
+
+def _part(p: Pending, lo: int, hi: int) -> Pending:
+    return (
+        p[0][lo:hi],
+        np.ascontiguousarray(p[1][:, lo:hi]),
+        np.ascontiguousarray(p[2][:, lo:hi]),
+    )
+
+
+def _halves(d_codes: np.ndarray, parts: list[Pending]) -> tuple[int, Pending, Pending] | None:
+    """Where a split step cuts: the delta's first record of the second half, and the pending
+    triples of each half. Two pending parts (the last split's halves) are kept as they are,
+    the delta cut where the second begins, while the two halves stay within 3:1 of each other;
+    else the cut is made afresh at the middle code. None when one half would be empty."""
+    nd = d_codes.shape[0]
+    if len(parts) == 2:
+        a, b = parts
+        i = int(np.searchsorted(d_codes, b[0][0], "left"))
+        na, nb = i + a[0].shape[0], nd - i + b[0].shape[0]
+        if 3 * min(na, nb) >= max(na, nb):
+            return i, a, b
+    p = joined(parts)
+    cut = parallel.middle_cut([d_codes, p[0]])
+    if cut is None:
+        return None
+    i, j = int(cut[0]), int(cut[1])
+    return i, _part(p, 0, j), _part(p, j, p[0].shape[0])
+
+
 def run_step(
     step: Callable[..., StepResult],
     delta: TraceBatch,
-    pending: tuple[np.ndarray, np.ndarray, np.ndarray],
+    pending: list[Pending],
     rest: tuple,
-) -> StepResult:
-    """``step`` of the input ``delta`` and the ``pending`` (codes, keys, times), with the
-    ``rest`` of its arguments, split by key range into two calls on two threads when the
-    step is big (``SPLIT_FROM``). Keys sharing a code stay in one half. Every half's new
-    times pin the same round when each applies (the frontier holds ``(0, r + 1)`` for one
-    ``r``), so the halves apply together exactly when the whole does."""
+) -> RunResult:
+    """``step`` of the input ``delta`` and the ``pending`` (codes, keys, times) parts (in key
+    order, at least one), with the ``rest`` of its arguments, split by key range into two
+    calls on two threads when the step is big (``SPLIT_FROM``). Keys sharing a code stay in
+    one half. Every half's new times pin the same round when each applies (the frontier
+    holds ``(0, r + 1)`` for one ``r``), so the halves apply together exactly when the whole
+    does. Returns whether it applies, the next pending parts (a split step's two halves
+    kept apart: the next step splits there again without joining and cutting them), and
+    the output (``StepResult`` after its pending triples)."""
     d_codes, d_keys, d_offsets, d_times = delta.codes, delta.keys, delta.offsets, delta.times
-    # C order whatever made them (the general path's masks leave F order): one signature
-    p_codes, p_keys, p_times = (
-        pending[0],
-        np.ascontiguousarray(pending[1]),
-        np.ascontiguousarray(pending[2]),
-    )
-    cut = None
-    if parallel.threads() > 1 and d_times.shape[1] + p_codes.shape[0] >= SPLIT_FROM:
-        cut = parallel.middle_cut([d_codes, p_codes])
+    size = d_times.shape[1] + sum(p[0].shape[0] for p in pending)
+    cut = _halves(d_codes, pending) if parallel.threads() > 1 and size >= SPLIT_FROM else None
     if cut is None:
-        return step(d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, *rest)
-    i, j = int(cut[0]), int(cut[1])
-    nd, n_pend = d_codes.shape[0], p_codes.shape[0]
+        p_codes, p_keys, p_times = joined(pending)
+        whole = step(
+            d_codes,
+            d_keys,
+            d_offsets,
+            d_times,
+            p_codes,
+            # C order whatever made them (the general path's masks leave F order)
+            np.ascontiguousarray(p_keys),
+            np.ascontiguousarray(p_times),
+            *rest,
+        )
+        return _result(whole, _nonempty([whole[1:4]]))
+    i, pa, pb = cut
+    nd = d_codes.shape[0]
 
-    def half(d0: int, d1: int, p0: int, p1: int) -> StepResult:
+    def half(d0: int, d1: int, p: Pending) -> StepResult:
         return step(
             d_codes[d0:d1],
             np.ascontiguousarray(d_keys[:, d0:d1]),
             d_offsets[d0 : d1 + 1],
             d_times,
-            p_codes[p0:p1],
-            np.ascontiguousarray(p_keys[:, p0:p1]),
-            np.ascontiguousarray(p_times[:, p0:p1]),
+            *p,
             *rest,
         )
 
-    a, b = parallel.both(lambda: half(0, i, 0, j), lambda: half(i, nd, j, n_pend))
+    a, b = parallel.both(lambda: half(0, i, pa), lambda: half(i, nd, pb))
     if not (a[0] and b[0]):
-        return a if not a[0] else b
+        return _result(a if not a[0] else b, [])
     offsets = np.concatenate([a[6][:-1], b[6] + a[6][-1]])
     return (
         True,
-        np.concatenate([a[1], b[1]]),
-        np.concatenate([a[2], b[2]], axis=1),
-        np.concatenate([a[3], b[3]], axis=1),
+        _nonempty([a[1:4], b[1:4]]),
         np.concatenate([a[4], b[4]]),
         np.concatenate([a[5], b[5]], axis=1),
         offsets,
@@ -369,3 +431,11 @@ def run_step(
         np.concatenate([a[9], b[9]]),
         np.concatenate([a[10], b[10]], axis=1),
     )
+
+
+def _result(r: StepResult, pending: list[Pending]) -> RunResult:
+    return r[0], pending, r[4], r[5], r[6], r[7], r[8], r[9], r[10]
+
+
+def _nonempty(parts: list) -> list[Pending]:
+    return [p for p in parts if p[0].shape[0]]

@@ -1,6 +1,6 @@
 """The one-call reduce steps' shared kernels against plain Python: the walk that splits
-the input delta and the pending triples into new and waiting times, and the merge that
-makes the next pending set.
+the input delta and the pending triples into new and waiting times, the merge that makes
+the next pending set, and where a split step cuts.
 
 Keys are pairs whose codes collide on purpose (the code is their sum mod 3), so trace
 order (code, then key columns) is tested where codes tie; with ``exact`` the code is the
@@ -9,11 +9,11 @@ key and decides alone."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from engine.lattice import Antichain
-from engine.operators.reduce_step import merge_pending, walk_new_times
+from engine.operators.reduce_step import _halves, joined, merge_pending, walk_new_times
 
 KEYS = [(a, b) for a in range(3) for b in range(3)]
 
@@ -101,3 +101,48 @@ def test_merge_pending_is_the_distinct_union_in_trace_order(
     got = [(tuple(map(int, keys[:, i])), tuple(map(int, times[:, i]))) for i in range(len(codes))]
     assert got == sorted(set(waiting) | set(new), key=trace)
     assert [int(c) for c in codes] == [_code(k, exact) for k, _ in got]
+
+
+@given(
+    st.lists(st.integers(0, 30), max_size=40),
+    st.lists(st.integers(0, 30), max_size=40),
+    st.integers(0, 40),
+    st.booleans(),
+)
+@example(delta=[], pending=list(range(8)), at=2, two=True)  # 2 against 6: kept
+@example(delta=[], pending=list(range(9)), at=2, two=True)  # 2 against 7: cut again
+def test_a_split_step_cuts_between_codes_and_keeps_balanced_parts(
+    delta: list, pending: list, at: int, two: bool
+) -> None:
+    """The halves hold every delta key and pending triple, each code on one side; two pending
+    parts (a previous split's) are kept as they are while the halves stay within 3:1, else
+    the cut is made afresh."""
+    d_codes = np.array(sorted(set(delta)), dtype=np.int64)
+    p_codes = np.array(sorted(pending), dtype=np.int64)
+    p = (p_codes, np.stack([p_codes, p_codes + 1]), np.stack([p_codes * 0, p_codes % 4]))
+    j = min(at, len(pending))
+    while two and 0 < j < len(pending) and p_codes[j - 1] == p_codes[j]:
+        j += 1  # a previous split never parts one code
+    parts = [
+        tuple(np.ascontiguousarray(x[..., lo:hi]) for x in p) for lo, hi in [(0, j), (j, None)]
+    ]
+    if not two or not (0 < j < len(pending)):
+        parts = [p]
+    cut = _halves(d_codes, parts)
+    if cut is None:
+        assert len(set(delta) | set(pending)) < 2
+        return
+    i, a, b = cut
+    both = joined([a, b])
+    for x, y in zip(both, p, strict=True):
+        assert np.array_equal(x, y)
+    left = set(d_codes[:i].tolist()) | set(a[0].tolist())
+    right = set(d_codes[i:].tolist()) | set(b[0].tolist())
+    assert left and right and max(left) < min(right)
+    if len(parts) == 2:
+        i0 = int(np.searchsorted(d_codes, parts[1][0][0]))
+        na, nb = i0 + len(parts[0][0]), len(d_codes) - i0 + len(parts[1][0])
+        kept = a is parts[0] and b is parts[1]
+        assert kept == (3 * min(na, nb) >= max(na, nb))  # kept while balanced, else cut again
+    for x in (*a, *b):
+        assert x.flags.c_contiguous
