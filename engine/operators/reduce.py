@@ -114,13 +114,15 @@ class Reduce(Operator):
         self._no_delta = TraceBatch.empty(self.in_layout, self.dims)
         kk = len(layout.key_cols)
         # the pending (code, key, time) triples, sorted in trace order: in one part, or in
-        # the two key ranges of the last split step (``run_step``), kept apart for the next
-        self.pending: list[Pending] = []
-        self._no_pending: Pending = (
-            np.zeros(0, dtype=np.int64),
-            np.zeros((kk, 0), dtype=np.int64),
-            np.zeros((self.dims, 0), dtype=np.int64),
-        )
+        # the two non-empty key ranges of the last split step (``run_step``), kept apart for
+        # the next
+        self.pending: list[Pending] = [
+            (
+                np.zeros(0, dtype=np.int64),
+                np.zeros((kk, 0), dtype=np.int64),
+                np.zeros((self.dims, 0), dtype=np.int64),
+            )
+        ]
         interner = scope.root.interner
         assert interner is not None
         in_schema = input.schema
@@ -134,7 +136,7 @@ class Reduce(Operator):
     def pending_times(self) -> np.ndarray:
         if len(self.pending) == 1:
             return self.pending[0][2]
-        return joined(self.pending or [self._no_pending])[2]
+        return np.concatenate([p[2] for p in self.pending], axis=1)
 
     def pending_time_parts(self) -> list[np.ndarray]:
         return [p[2] for p in self.pending]
@@ -143,10 +145,7 @@ class Reduce(Operator):
         """The pending triples in one part."""
         if len(self.pending) > 1:
             self.pending = [joined(self.pending)]
-        return self.pending[0] if self.pending else self._no_pending
-
-    def _set_pending(self, codes: np.ndarray, keys: np.ndarray, times: np.ndarray) -> None:
-        self.pending = [(codes, keys, times)] if codes.shape[0] else []
+        return self.pending[0]
 
     def run(self) -> None:
         frontier = self.input_frontier()
@@ -171,7 +170,7 @@ class Reduce(Operator):
         applies, pending, codes, keys, offsets, vals, times, diffs, rows = run_step(
             self.one_call,
             delta,
-            self.pending or [self._no_pending],
+            self.pending,
             (
                 self.source.spine.seek_table(),
                 self.spine.seek_table(),
@@ -208,7 +207,7 @@ class Reduce(Operator):
             codes.append(p_codes[ready])
             keys.append(p_keys[:, ready])
             times.append(p_times[:, ready])
-            self._set_pending(p_codes[~ready], p_keys[:, ~ready], p_times[:, ~ready])
+            self.pending = [(p_codes[~ready], p_keys[:, ~ready], p_times[:, ~ready])]
         if codes and sum(c.shape[0] for c in codes):
             self._update(
                 np.concatenate(codes), np.concatenate(keys, axis=1), np.concatenate(times, axis=1)
@@ -342,7 +341,7 @@ class Reduce(Operator):
         sort_keys = [codes, *keys, *times]
         order = lex_order(sort_keys)
         first = order[group_starts([k[order] for k in sort_keys], codes.shape[0])]
-        self._set_pending(codes[first], np.take(keys, first, axis=1), np.take(times, first, axis=1))
+        self.pending = [(codes[first], np.take(keys, first, axis=1), np.take(times, first, axis=1))]
 
     def release(self) -> None:
         super().release()

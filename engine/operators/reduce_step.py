@@ -379,19 +379,24 @@ def run_step(
     rest: tuple,
 ) -> RunResult:
     """``step`` of the input ``delta`` and the ``pending`` (codes, keys, times) parts (in key
-    order, at least one), with the ``rest`` of its arguments, split by key range into two
-    calls on two threads when the step is big (``SPLIT_FROM``). Keys sharing a code stay in
-    one half. Every half's new times pin the same round when each applies (the frontier
-    holds ``(0, r + 1)`` for one ``r``), so the halves apply together exactly when the whole
-    does. Returns whether it applies, the next pending parts (a split step's two halves
-    kept apart: the next step splits there again without joining and cutting them), and
-    the output (``StepResult`` after its pending triples)."""
+    order: one, or two non-empty ones), with the ``rest`` of its arguments, split by key
+    range into two calls on two threads when the step is big (``SPLIT_FROM``). Keys sharing
+    a code stay in one half. Every half's new times pin the same round when each applies
+    (the frontier holds ``(0, r + 1)`` for one ``r``), so the halves apply together exactly
+    when the whole does. Returns whether it applies, the next pending parts (a split step's
+    two halves kept apart: the next step splits there again without joining and cutting
+    them), and the output (``StepResult`` after its pending triples)."""
     d_codes, d_keys, d_offsets, d_times = delta.codes, delta.keys, delta.offsets, delta.times
-    size = d_times.shape[1] + sum(p[0].shape[0] for p in pending)
-    cut = _halves(d_codes, pending) if parallel.threads() > 1 and size >= SPLIT_FROM else None
+    cut = None
+    if parallel.threads() > 1:
+        size = d_times.shape[1] + pending[0][0].shape[0]
+        if len(pending) == 2:
+            size += pending[1][0].shape[0]
+        if size >= SPLIT_FROM:
+            cut = _halves(d_codes, pending)
     if cut is None:
-        p_codes, p_keys, p_times = joined(pending)
-        whole = step(
+        p_codes, p_keys, p_times = pending[0] if len(pending) == 1 else joined(pending)
+        w = step(
             d_codes,
             d_keys,
             d_offsets,
@@ -402,7 +407,7 @@ def run_step(
             np.ascontiguousarray(p_times),
             *rest,
         )
-        return _result(whole, _nonempty([whole[1:4]]))
+        return w[0], [(w[1], w[2], w[3])], w[4], w[5], w[6], w[7], w[8], w[9], w[10]
     i, pa, pb = cut
     nd = d_codes.shape[0]
 
@@ -418,11 +423,13 @@ def run_step(
 
     a, b = parallel.both(lambda: half(0, i, pa), lambda: half(i, nd, pb))
     if not (a[0] and b[0]):
-        return _result(a if not a[0] else b, [])
+        x = a if not a[0] else b
+        return False, [], x[4], x[5], x[6], x[7], x[8], x[9], x[10]
     offsets = np.concatenate([a[6][:-1], b[6] + a[6][-1]])
+    parts = [(x[1], x[2], x[3]) for x in (a, b) if x[1].shape[0]]
     return (
         True,
-        _nonempty([a[1:4], b[1:4]]),
+        parts or [(a[1], a[2], a[3])],
         np.concatenate([a[4], b[4]]),
         np.concatenate([a[5], b[5]], axis=1),
         offsets,
@@ -431,11 +438,3 @@ def run_step(
         np.concatenate([a[9], b[9]]),
         np.concatenate([a[10], b[10]], axis=1),
     )
-
-
-def _result(r: StepResult, pending: list[Pending]) -> RunResult:
-    return r[0], pending, r[4], r[5], r[6], r[7], r[8], r[9], r[10]
-
-
-def _nonempty(parts: list) -> list[Pending]:
-    return [p for p in parts if p[0].shape[0]]
