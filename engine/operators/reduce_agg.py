@@ -27,7 +27,13 @@ from numba import njit
 
 from engine.operators.reduce_line import pinned_round
 from engine.operators.reduce_set_line import most_records
-from engine.operators.reduce_step import StepResult, merge_pending, step_output, walk_new_times
+from engine.operators.reduce_step import (
+    StepResult,
+    merge_pending,
+    pending_ceilings,
+    step_output,
+    walk_new_times,
+)
 from engine.sort_kernels import finish_run
 from engine.trace.seek import batch_arrays, prefetch, prefetch_records, record_ranges
 
@@ -410,43 +416,9 @@ def line_agg_differences(
                 r_t0[nr] = v[ent[na, first]]
                 r_diff[nr] = diff
                 nr += 1
-        # pending: the least distinct first coordinate at or above join(new time, f), at
-        # the least second coordinate at or above f's (grid ceilings)
-        np_ = 0
-        for e in range(ne):
-            if d == 2 and best[e] == _INF:
-                continue
-            q1_ = best[e] if d == 2 else 0
-            for i in range(n_lo[k], n_lo[k + 1]):
-                q0 = max(n_times[0, i], felems[e, 0])
-                if q0 == n_times[0, i]:  # a new time's own coordinate: one of the distinct
-                    p = q0
-                elif v[L - 1] < q0:  # (L >= 1: the new time's own is there) none above
-                    continue
-                else:
-                    at, upto = 0, L  # the first distinct coordinate >= q0 (in place)
-                    while at < upto:
-                        mid = (at + upto) >> 1
-                        if v[mid] < q0:
-                            at = mid + 1
-                        else:
-                            upto = mid
-                    p = v[at]
-                j = np_
-                while j > 0 and (pend0[j - 1] > p or (pend0[j - 1] == p and pend1[j - 1] > q1_)):
-                    j -= 1
-                if j > 0 and pend0[j - 1] == p and pend1[j - 1] == q1_:
-                    continue
-                for y in range(np_, j, -1):
-                    pend0[y], pend1[y] = pend0[y - 1], pend1[y - 1]
-                pend0[j], pend1[j] = p, q1_
-                np_ += 1
-        for i in range(np_):
-            g_owner[ng] = k
-            g_times[0, ng] = pend0[i]
-            if d == 2:
-                g_times[1, ng] = pend1[i]
-            ng += 1
+        ng = pending_ceilings(
+            k, n_lo[k], n_lo[k + 1], n_times, felems, best, v, L, pend0, pend1, g_owner, g_times, ng
+        )
     return (
         r_owner[:nr],
         r_vals[:, :nr].copy(),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.operators.reduce_step import pending_ceilings
 from engine.trace.seek import batch_records, prefetch_records, record_ranges
 
 __all__ = ["line_set_differences", "most_records"]
@@ -196,41 +197,7 @@ def line_set_differences(
             if diff[j] != 0:
                 r_owner[nr], r_t0[nr], r_diff[nr] = k, v[j], diff[j]
                 nr += 1
-        # pending: the least distinct first coordinate at or above join(new time, f), at
-        # the least second coordinate at or above f's (grid ceilings)
-        np_ = 0
-        for e in range(ne):
-            if d == 2 and best[e] == _INF:
-                continue
-            q1_ = best[e] if d == 2 else 0
-            for i in range(n_lo[k], n_lo[k + 1]):
-                q0 = max(n_times[0, i], felems[e, 0])
-                if q0 == n_times[0, i]:  # a new time's own coordinate: one of the distinct
-                    a = q0
-                elif v[L - 1] < q0:  # (L >= 1: the new time's own is there) none above
-                    continue
-                else:
-                    at, upto = 0, L  # the first distinct coordinate >= q0 (in place)
-                    while at < upto:
-                        mid = (at + upto) >> 1
-                        if v[mid] < q0:
-                            at = mid + 1
-                        else:
-                            upto = mid
-                    a = v[at]  # into the sorted distinct pending pairs, in place
-                j = np_
-                while j > 0 and (pend0[j - 1] > a or (pend0[j - 1] == a and pend1[j - 1] > q1_)):
-                    j -= 1
-                if j > 0 and pend0[j - 1] == a and pend1[j - 1] == q1_:
-                    continue
-                for x in range(np_, j, -1):
-                    pend0[x], pend1[x] = pend0[x - 1], pend1[x - 1]
-                pend0[j], pend1[j] = a, q1_
-                np_ += 1
-        for i in range(np_):
-            g_owner[ng] = k
-            g_times[0, ng] = pend0[i]
-            if d == 2:
-                g_times[1, ng] = pend1[i]
-            ng += 1
+        ng = pending_ceilings(
+            k, n_lo[k], n_lo[k + 1], n_times, felems, best, v, L, pend0, pend1, g_owner, g_times, ng
+        )
     return r_owner[:nr], r_t0[:nr], r_diff[:nr], g_owner[:ng], g_times[:, :ng].copy()

@@ -30,12 +30,14 @@ __all__ = [
     "StepResult",
     "joined",
     "merge_pending",
+    "pending_ceilings",
     "run_step",
     "step_output",
     "walk_new_times",
 ]
 
 SPLIT_FROM = 4096  # delta records plus pending triples from which a step splits in two
+_INF = np.iinfo(np.int64).max
 
 # (applies, pending codes, keys and times, output codes, keys, offsets, vals, times, diffs
 # and rows): the output is a trace batch in trace order and its rows, the batch's records as
@@ -285,6 +287,68 @@ def merge_pending(
     if np_ == total:  # nothing repeated: the arrays as they are
         return new_codes, new_keys, new_times
     return new_codes[:np_].copy(), new_keys[:, :np_].copy(), new_times[:, :np_].copy()
+
+
+@njit(cache=True, nogil=True)
+def pending_ceilings(
+    k: int,
+    lo: int,
+    hi: int,
+    n_times: np.ndarray,
+    felems: np.ndarray,
+    best: np.ndarray,
+    v: np.ndarray,
+    L: int,
+    pend0: np.ndarray,
+    pend1: np.ndarray,
+    g_owner: np.ndarray,
+    g_times: np.ndarray,
+    ng: int,
+) -> int:
+    """Key ``k``'s new pending times, written to ``g_owner``/``g_times`` from ``ng`` on
+    (returns the new count), for the line kernels (``reduce_set_line``, ``reduce_agg``): per
+    frontier element ``e``, each of the key's new times ``n_times[:, lo:hi]`` joined with it
+    goes to the least of the key's distinct first coordinates ``v[:L]`` at or above it, at
+    the least round ``best[e]`` at or above the element's (grid ceilings), distinct and
+    sorted through the scratch ``pend0``/``pend1``. One call per key: passing the arrays
+    costs no more than the section written inline in each kernel did (replayed)."""
+    d = n_times.shape[0]
+    np_ = 0
+    for e in range(felems.shape[0]):
+        if d == 2 and best[e] == _INF:
+            continue
+        q1_ = best[e] if d == 2 else 0
+        for i in range(lo, hi):
+            q0 = max(n_times[0, i], felems[e, 0])
+            if q0 == n_times[0, i]:  # a new time's own coordinate: one of the distinct
+                a = q0
+            elif v[L - 1] < q0:  # (L >= 1: the new time's own is there) none above
+                continue
+            else:
+                at, upto = 0, L  # the first distinct coordinate >= q0 (in place)
+                while at < upto:
+                    mid = (at + upto) >> 1
+                    if v[mid] < q0:
+                        at = mid + 1
+                    else:
+                        upto = mid
+                a = v[at]  # into the sorted distinct pending pairs, in place
+            j = np_
+            while j > 0 and (pend0[j - 1] > a or (pend0[j - 1] == a and pend1[j - 1] > q1_)):
+                j -= 1
+            if j > 0 and pend0[j - 1] == a and pend1[j - 1] == q1_:
+                continue
+            for x in range(np_, j, -1):
+                pend0[x], pend1[x] = pend0[x - 1], pend1[x - 1]
+            pend0[j], pend1[j] = a, q1_
+            np_ += 1
+    for i in range(np_):
+        g_owner[ng] = k
+        g_times[0, ng] = pend0[i]
+        if d == 2:
+            g_times[1, ng] = pend1[i]
+        ng += 1
+    return ng
 
 
 @njit(cache=True, nogil=True)
