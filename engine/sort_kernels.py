@@ -2,7 +2,8 @@
 
 ``sort_rows(rows)`` gives the stable lexicographic order of int64 rows by packing each
 record's columns into one 64-bit integer (value minus the column's minimum, the record
-index in the low bits) and sorting those with numpy's SIMD ``np.sort`` (``packed_sort``);
+index in the low bits) and radix sorting those by the bits above the index (``packed_sort``,
+``radix_sort``);
 rows too wide for that take two passes (``_split_sort``). ``consolidate_rows_order`` sums
 the diffs of equal rows and drops zero sums, by the fastest path that applies: compiled
 merge sorts for few rows (``consolidate_order``), ``sort_rows``, or numpy's lexsort
@@ -142,8 +143,8 @@ def packed_sort(
     array, or None when they cannot be.
 
     Each row contributes ``value - min`` in as many bits as its range needs, and the low
-    ``ib`` bits hold the record's index, so one unstable (SIMD) ``np.sort`` of plain
-    integers gives the stable lexicographic order: ``sorted & (2**ib - 1)`` is the
+    ``ib`` bits hold the record's index, so one sort of plain integers (``radix_sort``, of
+    the bits above the index) gives the stable lexicographic order: ``sorted & (2**ib - 1)`` is the
     permutation and ``sorted >> ib`` changes exactly where the rows change. This is many
     times faster than ``np.lexsort`` over several columns.
 
@@ -179,7 +180,7 @@ def packed_sort(
         if bits:
             _pack_into(key, rows[j], lo, cut, shift)
             shift += bits - cut
-    key.sort()
+    radix_sort(key, ib, shift)
     if not drop:
         return key, ib, None
     if not _ascending(rows[0], key, np.uint64((1 << ib) - 1)):
@@ -356,40 +357,54 @@ def row_bits(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     return lows, bits, total
 
 
-_RADIX_SORT_FROM = 4096  # values: from here packed keys are radix sorted (numba's sort is slower)
-_DIGIT = 11  # bits per radix-sort pass
+_RADIX_SORT_FROM = 1024  # values: from here packed keys are radix sorted (numba's sort is slower)
+_DIGIT = 11  # at most this many bits per radix-sort pass
 
 
 @njit(cache=True, nogil=True)
-def _sort_packed(values: np.ndarray, bits: int) -> np.ndarray:
-    """``values`` (non-negative, below ``2**bits``) sorted: by a least-significant-digit
-    radix sort of ``_DIGIT`` bits per pass when there are many, else by numba's sort."""
+def radix_sort(values: np.ndarray, low: int, bits: int) -> None:
+    """Sort ``values`` (non-negative, below ``2**bits``) in place, where their low ``low``
+    bits are distinct and ascend in array order (an index packed under the sort key): a
+    stable least-significant-digit radix sort of the bits above them only, in as few passes
+    of at most ``_DIGIT`` bits as they need, a pass whose digit every value shares
+    skipped; below ``_RADIX_SORT_FROM`` values, numba's sort of the whole values."""
     n = values.shape[0]
     if n < _RADIX_SORT_FROM:
-        out = values.copy()
-        out.sort()
-        return out
-    src = values.copy()
-    dst = np.empty(n, np.int64)
-    count = np.empty(1 << _DIGIT, np.int64)
-    mask = (1 << _DIGIT) - 1
-    shift = 0
+        values.sort()
+        return
+    span = bits - low
+    if span <= 0:
+        return
+    passes = (span + _DIGIT - 1) // _DIGIT
+    digit = (span + passes - 1) // passes
+    size = 1 << digit
+    mask = np.uint64(size - 1)
+    count = np.empty(size, np.int64)
+    src, dst = values, np.empty_like(values)
+    moved = 0
+    shift = low
     while shift < bits:
+        s = np.uint64(shift)
         count[:] = 0
         for i in range(n):
-            count[(src[i] >> shift) & mask] += 1
+            count[(np.uint64(src[i]) >> s) & mask] += 1
+        shared = False
         total = 0
-        for k in range(1 << _DIGIT):
+        for k in range(size):
             c = count[k]
+            shared = shared or c == n
             count[k] = total
             total += c
-        for i in range(n):
-            k = (src[i] >> shift) & mask
-            dst[count[k]] = src[i]
-            count[k] += 1
-        src, dst = dst, src
-        shift += _DIGIT
-    return src
+        if not shared:
+            for i in range(n):
+                k = (np.uint64(src[i]) >> s) & mask
+                dst[count[k]] = src[i]
+                count[k] += 1
+            src, dst = dst, src
+            moved += 1
+        shift += digit
+    if moved % 2:  # the sorted values are in the other buffer
+        values[:] = src
 
 
 _INSERTION_RUN = 16  # runs of equal sort prefix up to this long are finished by insertion
@@ -479,7 +494,7 @@ def lex_argsort(keys: np.ndarray) -> np.ndarray:
                 v = (v << left) | np.int64(off >> np.uint64(bits[k] - left))
                 left = 0
         packed[i] = (v << ib) | i
-    packed = _sort_packed(packed, ib + min(total, room))
+    radix_sort(packed, ib, ib + min(total, room))
     order = np.empty(n, np.int64)
     mask = (1 << ib) - 1
     for i in range(n):

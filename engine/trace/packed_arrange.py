@@ -3,7 +3,8 @@
 Each record packs into one unsigned integer: its code's offset from the least code (high
 bits; only the top ones when there are too many), then its value columns and time
 coordinates (each ``column - least`` in the bits its range needs), then its index. One
-``np.sort`` of these (numpy's SIMD sort) orders the records by (code, values, times); a
+radix sort of these (``sort_kernels.radix_sort``, of the bits above the index: the index
+ascends already) orders the records by (code, values, times); a
 single compiled pass then checks what packing could not promise (codes ascending where
 their low bits were dropped; records of one code having one key where codes hash keys),
 sums equal records, drops zeros, and writes the arrays, reading values and times back out
@@ -25,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from engine import parallel
-from engine.sort_kernels import bit_width
+from engine.sort_kernels import bit_width, radix_sort
 from engine.trace.seek import prefetch
 
 __all__ = ["packed_arrange"]
@@ -230,9 +231,15 @@ def packed_arrange(
     if not ok:
         return None
 
+    # the packed integers' bits in use (index, columns, the code's kept bits), in Python
+    # integers: hashed codes may span all of int64
+    bits = min(
+        64, int(layout[0]) + int(layout[2:].sum()) + (int(most[0]) - int(least[0])).bit_length()
+    )
+
     def side(pivot: int, below: bool) -> PackedArrays:
         packed = _fill(codes, vals, times, layout, least, pivot, below)
-        packed.sort()
+        radix_sort(packed, int(layout[0]), bits)
         return _arrays(packed, layout, least, codes, keys, diffs, exact)
 
     pivot = _pivot(codes) if n >= SPLIT_FROM and parallel.threads() > 1 else None

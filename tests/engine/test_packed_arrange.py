@@ -33,7 +33,7 @@ def reference(
 
 @st.composite
 def records(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
-    n = draw(st.integers(1, 400))
+    n = draw(st.integers(1, 400) | st.integers(1024, 3000))  # the radix sort from 1,024
     how = draw(st.sampled_from(["hashed", "exact", "colliding", "shared high bits"]))
     kk = 1 if how == "exact" else 2  # one integer key column is its own code (exact)
     kv = draw(st.integers(0, 1))

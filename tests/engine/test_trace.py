@@ -574,3 +574,43 @@ def test_bucket_argsort_is_numpys_stable_argsort(seed: int, n: int, kind: str) -
         v = np.full(n, 17, np.int64)
     v = v.astype(np.int64)
     assert np.array_equal(stable_argsort(v), np.argsort(v, kind="stable"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 5000),
+    st.integers(0, 50),
+    st.sampled_from(["spread", "few", "shared digits", "one", "full width"]),
+    st.sampled_from([np.uint64, np.int64]),
+)
+def test_radix_sort_of_keys_over_an_index_is_a_sort(
+    seed: int, n: int, high: int, kind: str, dtype: type
+) -> None:
+    """``radix_sort`` (the packed sorts' radix sort, which sorts only the bits above the
+    packed index) equals numpy's sort of the whole values, below and above its radix
+    threshold: for spread keys, few distinct keys, keys whose middle digits are all equal
+    (passes skipped), one key, and keys up to the 64th bit."""
+    from engine.sort_kernels import radix_sort
+
+    rng = np.random.default_rng(seed)
+    ib = max(1, (n - 1).bit_length())
+    high = min(high, 63 - ib) if dtype is np.int64 or kind != "full width" else 64 - ib
+    top = 1 << high
+    if kind == "spread":
+        k = rng.integers(0, top, size=n, dtype=np.uint64)
+    elif kind == "few":
+        k = rng.choice(rng.integers(0, top, size=3, dtype=np.uint64), size=n)
+    elif kind == "shared digits":  # only the lowest and highest bits of the key vary
+        k = rng.integers(0, 4, size=n, dtype=np.uint64) | (
+            (rng.integers(0, 2, size=n, dtype=np.uint64) << np.uint64(max(high - 1, 0)))
+            % np.uint64(top)
+        )
+    elif kind == "one":
+        k = np.full(n, top - 1, np.uint64)
+    else:
+        k = rng.integers(0, top, size=n, dtype=np.uint64) | np.uint64(top >> 1)
+    values = ((k << np.uint64(ib)) | np.arange(n, dtype=np.uint64)).astype(dtype)
+    expected = np.sort(values)
+    radix_sort(values, ib, ib + high)
+    assert np.array_equal(values, expected)
