@@ -397,9 +397,9 @@ def radix_sort(values: np.ndarray, low: int, bits: int) -> None:
             total += c
         if not shared:
             for i in range(n):
-                k = (np.uint64(src[i]) >> s) & mask
-                dst[count[k]] = src[i]
-                count[k] += 1
+                b = (np.uint64(src[i]) >> s) & mask
+                dst[count[b]] = src[i]
+                count[b] += 1
             src, dst = dst, src
             moved += 1
         shift += digit
