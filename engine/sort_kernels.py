@@ -144,8 +144,8 @@ def packed_sort(
 
     Each row contributes ``value - min`` in as many bits as its range needs, and the low
     ``ib`` bits hold the record's index, so one sort of plain integers (``radix_sort``, of
-    the bits above the index) gives the stable lexicographic order: ``sorted & (2**ib - 1)`` is the
-    permutation and ``sorted >> ib`` changes exactly where the rows change. This is many
+    the bits above the index) gives the stable lexicographic order: ``sorted & (2**ib - 1)``
+    is the permutation and ``sorted >> ib`` changes exactly where the rows change. This is many
     times faster than ``np.lexsort`` over several columns.
 
     When the rows need more than 64 bits, the leading row (typically 64-bit key hashes)

@@ -57,10 +57,11 @@ def _bounds(
 
 
 @njit(cache=True, nogil=True)
-def _layout(least: np.ndarray, most: np.ndarray, n: int) -> tuple[bool, np.ndarray]:
-    """(applies, layout) for ``n`` records whose code and columns span ``least`` to
-    ``most``: the layout holds the index bits, the code bits dropped, and the bits of each
-    value column and time coordinate. Does not apply when the values and times with the
+def _layout(least: np.ndarray, most: np.ndarray, n: int) -> tuple[bool, np.ndarray, int]:
+    """(applies, layout, bits in use) for ``n`` records whose code and columns span
+    ``least`` to ``most``: the layout holds the index bits, the code bits dropped, and the
+    bits of each value column and time coordinate; the packed integers use their low
+    ``bits in use`` bits (at most 64). Does not apply when the values and times with the
     index need more than 64 bits, or the codes keep too few bits to be likely distinct
     (about ``2 log2 n``)."""
     r = least.shape[0] - 1
@@ -75,7 +76,7 @@ def _layout(least: np.ndarray, most: np.ndarray, n: int) -> tuple[bool, np.ndarr
     code_bits = total - ib - layout[2:].sum()
     drop = max(0, total - 64)
     layout[0], layout[1] = ib, drop
-    return not (drop and code_bits - drop < 2 * ib + 4), layout
+    return not (drop and code_bits - drop < 2 * ib + 4), layout, total - drop
 
 
 @njit(cache=True, nogil=True)
@@ -227,15 +228,9 @@ def packed_arrange(
     if any(a.dtype != np.int64 for a in (codes, keys, vals, times, diffs)):
         return None  # offsets from the least value are defined here for int64 only
     least, most = _bounds(codes, vals, times)
-    ok, layout = _layout(least, most, n)
+    ok, layout, bits = _layout(least, most, n)
     if not ok:
         return None
-
-    # the packed integers' bits in use (index, columns, the code's kept bits), in Python
-    # integers: hashed codes may span all of int64
-    bits = min(
-        64, int(layout[0]) + int(layout[2:].sum()) + (int(most[0]) - int(least[0])).bit_length()
-    )
 
     def side(pivot: int, below: bool) -> PackedArrays:
         packed = _fill(codes, vals, times, layout, least, pivot, below)
