@@ -2,7 +2,9 @@
 
 Every function here works on whole arrays: a sort (packed integer keys, ``np.lexsort`` or
 ``np.argsort``), a boundary mask between neighbours, and a segmented sum
-(``np.add.reduceat``). No Python loop runs over records.
+(``np.add.reduceat``). No Python loop runs over records. :func:`consolidate`
+itself is compiled: few rows in one call (``sort_kernels.consolidate_columns``), many by a
+packed sort and one pass that sums each group (``sort_kernels.consolidate_rows_order``).
 """
 
 from __future__ import annotations
@@ -62,16 +64,7 @@ def consolidate(batch: UpdateBatch) -> UpdateBatch:
     if n < sort_kernels.PACKED_FROM:  # few rows: one compiled call (C order: one signature)
         data, times = np.ascontiguousarray(batch.data), np.ascontiguousarray(batch.times)
         return UpdateBatch(*sort_kernels.consolidate_columns(data, times, batch.diffs))
-    keys = [*batch.data, *batch.times]
-    order = lex_order(keys)
-    sorted_keys = [k[order] for k in keys]
-    starts = group_starts(sorted_keys, n)
-    diffs = segment_sums(batch.diffs[order], starts)
-    first = order[starts]
-    keep = diffs != 0
-    first = first[keep]
+    first, diffs = sort_kernels.consolidate_rows_order([*batch.data, *batch.times], batch.diffs)
     return UpdateBatch(
-        np.take(batch.data, first, axis=1),
-        np.take(batch.times, first, axis=1),
-        diffs[keep],
+        np.take(batch.data, first, axis=1), np.take(batch.times, first, axis=1), diffs
     )

@@ -47,6 +47,34 @@ def test_consolidate_sums_and_drops_zeros(rows: list) -> None:
     assert keys == sorted(set(keys))
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(128, 3000),
+    st.sampled_from([4, 1 << 20, 1 << 62]),
+    st.integers(1, 3),
+    st.integers(1, 2),
+    st.integers(0, 2**32 - 1),
+)
+def test_consolidating_many_rows_sums_and_drops_zeros(
+    n: int, span: int, ncols: int, dims: int, seed: int
+) -> None:
+    """From ``PACKED_FROM`` rows consolidation sorts packed keys (or, for values too wide to
+    pack, numpy's lexsort): the same rows and sums, in (row, time) order, as counting."""
+    rng = np.random.default_rng(seed)
+    data = rng.integers(-span, span, size=(ncols, n))
+    times = rng.integers(0, 4, size=(dims, n))
+    diffs = rng.integers(-2, 3, size=n)
+    c = consolidate(UpdateBatch(data, times, diffs))
+    want: Counter = Counter()
+    rows = zip(*data.tolist(), *times.tolist(), strict=True)
+    for row, d in zip(rows, diffs.tolist(), strict=True):
+        want[row] += d
+    keys = sorted(k for k, v in want.items() if v)
+    got = list(zip(*c.data.tolist(), *c.times.tolist(), strict=True))
+    assert got == keys
+    assert c.diffs.tolist() == [want[k] for k in keys]
+
+
 @given(
     st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=3, max_size=3), max_size=20),
     st.integers(2, 3),
