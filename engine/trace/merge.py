@@ -224,6 +224,21 @@ def _outputs(
 
 
 @njit(cache=True, nogil=True)
+def _first_columns(a: np.ndarray, m: int) -> np.ndarray:
+    """The first ``m`` columns of the C-contiguous ``(rows, n)`` array ``a``, C-contiguous,
+    in ``a``'s own memory: each row moves down to follow the one before it (a forward copy
+    is safe, as each row moves to a lower address)."""
+    rows, n = a.shape
+    if m == n:
+        return a
+    flat = a.reshape(rows * n)
+    for c in range(1, rows):
+        for i in range(m):
+            flat[c * m + i] = flat[c * n + i]
+    return flat[: rows * m].reshape((rows, m))
+
+
+@njit(cache=True, nogil=True)
 def _trimmed(
     o_codes: np.ndarray,
     o_keys: np.ndarray,
@@ -234,17 +249,23 @@ def _trimmed(
     u: int,
     w: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A merge's output arrays cut to the ``u`` keys and ``w`` records it wrote (as they
-    are when nothing cancelled)."""
-    if u == o_codes.shape[0] and w == o_diffs.shape[0]:
-        return o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs
+    """A merge's output arrays cut to the ``u`` keys and ``w`` records it wrote. Keys that
+    two batches share make ``u`` smaller than the arrays almost always: the key arrays are
+    copied (a fifth of the records' size, or less); the records' arrays stay where they are
+    (``w`` is smaller only where records cancelled), their rows closed up in place."""
+    if u < o_codes.shape[0]:
+        o_codes, o_keys, o_offsets = (
+            o_codes[:u].copy(),
+            o_keys[:, :u].copy(),
+            o_offsets[: u + 1].copy(),
+        )
     return (
-        o_codes[:u].copy(),
-        o_keys[:, :u].copy(),
-        o_offsets[: u + 1].copy(),
-        o_vals[:, :w].copy(),
-        o_times[:, :w].copy(),
-        o_diffs[:w].copy(),
+        o_codes,
+        o_keys,
+        o_offsets,
+        _first_columns(o_vals, w),
+        _first_columns(o_times, w),
+        o_diffs[:w],
     )
 
 
