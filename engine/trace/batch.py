@@ -25,7 +25,14 @@ from engine.sort_kernels import (
     trace_arrays,
 )
 from engine.trace.layout import Layout
-from engine.trace.merge import merge_table, merge_whole
+from engine.trace.merge import (
+    joined_halves,
+    merge_into,
+    merge_outputs,
+    merge_table,
+    merge_whole,
+    range_size,
+)
 from engine.trace.packed_arrange import packed_arrange
 from engine.trace.seek import RADIX_FROM, radix_index, table_row
 
@@ -145,11 +152,13 @@ class TraceBatch:
             codes, keys, offsets, vals, times, diffs, row = merge_whole(table, kk, kv, s, exact)
             return cls(codes, keys, offsets, vals, times, diffs, row if row.shape[0] else None)
         first, last = np.zeros(len(parts), np.int64), table[:, 6].copy()
-        a, b = parallel.both(
-            lambda: merge_table(table, first, cut, kk, kv, s, exact),
-            lambda: merge_table(table, cut, last, kk, kv, s, exact),
+        out = merge_outputs(table, first, last, kk, kv, dims)
+        nk_a, n_a = range_size(table, first, cut, kk, kv, dims)
+        (u_a, w_a), (u_b, w_b) = parallel.both(
+            lambda: merge_into(table, first, cut, kk, kv, s, exact, *out, 0, 0),
+            lambda: merge_into(table, cut, last, kk, kv, s, exact, *out, nk_a, n_a),
         )
-        return cls.concat_keys(layout, [cls(*a), cls(*b)], dims)
+        return cls(*joined_halves(*out, nk_a, n_a, u_a, w_a, u_b, w_b))
 
     @classmethod
     def merge_keys(

@@ -39,7 +39,14 @@ from numba import njit
 from engine.sort_kernels import kernel_row, key_order, row_bits
 from engine.trace.seek import batch_arrays
 
-__all__ = ["merge_table", "merge_whole"]
+__all__ = [
+    "joined_halves",
+    "merge_into",
+    "merge_outputs",
+    "merge_table",
+    "merge_whole",
+    "range_size",
+]
 
 _SMALL_GROUP = 64  # a key's gathered records are ordered by insertion while this few are distinct
 
@@ -275,20 +282,24 @@ def _merge_pair(
     b: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     a_keys: tuple[int, int],
     b_keys: tuple[int, int],
-    n: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`merge_table` of two batches whose times do not move (the common merge): keys
-    ``a_keys`` of batch ``a`` and ``b_keys`` of ``b`` (each batch's six arrays), ``n``
-    records in all. One walk over both key lists, a key in one batch copied as it lies, a
-    key in both merged run against run; nothing goes through the seek table per key."""
+    o_codes: np.ndarray,
+    o_keys: np.ndarray,
+    o_offsets: np.ndarray,
+    o_vals: np.ndarray,
+    o_times: np.ndarray,
+    o_diffs: np.ndarray,
+    u: int,
+    w: int,
+) -> tuple[int, int]:
+    """:func:`merge_into` of two batches whose times do not move (the common merge): keys
+    ``a_keys`` of batch ``a`` and ``b_keys`` of ``b`` (each batch's six arrays). One walk
+    over both key lists, a key in one batch copied as it lies, a key in both merged run
+    against run; nothing goes through the seek table per key."""
     a_codes, a_kcols, a_offsets, a_vals, a_times, a_diffs = a
     b_codes, b_kcols, b_offsets, b_vals, b_times, b_diffs = b
     kk, kv, d = a_kcols.shape[0], a_vals.shape[0], a_times.shape[0]
     i, i_end = a_keys
     j, j_end = b_keys
-    nk = i_end - i + j_end - j
-    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = _outputs(nk, n, kk, kv, d)
-    u = w = 0
     while i < i_end or j < j_end:
         if j == j_end:
             side = -1
@@ -364,12 +375,11 @@ def _merge_pair(
         if w > start:
             o_offsets[u] = start
             u += 1
-    o_offsets[u] = w
-    return _trimmed(o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs, u, w)
+    return u, w
 
 
 @njit(cache=True, nogil=True)
-def merge_table(
+def merge_into(
     table: np.ndarray,
     key_lo: np.ndarray,
     key_hi: np.ndarray,
@@ -377,19 +387,26 @@ def merge_table(
     kv: int,
     since: np.ndarray,
     exact: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a seek table merged into one
-    consolidated batch, times advanced by the frontier whose elements are the rows of
-    ``since`` (no rows: unchanged): (codes, keys, offsets, vals, times, diffs)."""
+    o_codes: np.ndarray,
+    o_keys: np.ndarray,
+    o_offsets: np.ndarray,
+    o_vals: np.ndarray,
+    o_times: np.ndarray,
+    o_diffs: np.ndarray,
+    u: int,
+    w: int,
+) -> tuple[int, int]:
+    """Keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a seek table merged, consolidated
+    and compacted (times advanced by the frontier whose elements are the rows of ``since``;
+    no rows: unchanged), written into the output arrays (:func:`merge_outputs`) from key
+    ``u`` and record ``w`` on; returns where the writing ended. The offset after the last
+    key is the caller's to write (two key ranges may write one set of arrays)."""
     nb, d = table.shape[0], since.shape[1]
-    n = nk = 0
     moves = np.zeros(nb, np.bool_)
     least_time = np.empty(d, np.int64)
     for b in range(nb):
         offsets, times = batch_arrays(table, b, kk, kv, d)[2:5:2]
         lo, hi = offsets[key_lo[b]], offsets[key_hi[b]]
-        n += hi - lo
-        nk += key_hi[b] - key_lo[b]
         moves[b] = _times_move(times, lo, hi, since, least_time)
     if nb == 2 and not moves[0] and not moves[1]:
         return _merge_pair(
@@ -397,7 +414,14 @@ def merge_table(
             batch_arrays(table, 1, kk, kv, d),
             (key_lo[0], key_hi[0]),
             (key_lo[1], key_hi[1]),
-            n,
+            o_codes,
+            o_keys,
+            o_offsets,
+            o_vals,
+            o_times,
+            o_diffs,
+            u,
+            w,
         )
     most = 0  # records one key can have, at most: its most in each batch, summed
     for b in range(nb):
@@ -406,7 +430,6 @@ def merge_table(
         for k in range(key_lo[b], key_hi[b]):
             longest = max(longest, offsets[k + 1] - offsets[k])
         most += longest
-    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = _outputs(nk, n, kk, kv, d)
     pos = key_lo.copy()
     member = np.empty(nb, np.int64)  # the batches holding the least key
     # a key's gathered records: value columns then times, diffs, packed, and their order
@@ -420,7 +443,6 @@ def merge_table(
     for b in range(nb):
         if pos[b] < key_hi[b]:
             next_code[b] = batch_arrays(table, b, kk, kv, d)[0][pos[b]]
-    u = w = 0  # keys and records written
     while True:
         least = -1
         r = 0
@@ -533,6 +555,103 @@ def merge_table(
                 next_code[b] = batch_arrays(table, b, kk, kv, d)[0][pos[b]]
         if w > start:
             u += 1
+    return u, w
+
+
+@njit(cache=True, nogil=True)
+def range_size(
+    table: np.ndarray, key_lo: np.ndarray, key_hi: np.ndarray, kk: int, kv: int, d: int
+) -> tuple[int, int]:
+    """The keys and records of keys ``key_lo[b]:key_hi[b]`` of each batch ``b``."""
+    nk = n = 0
+    for b in range(table.shape[0]):
+        offsets = batch_arrays(table, b, kk, kv, d)[2]
+        nk += key_hi[b] - key_lo[b]
+        n += offsets[key_hi[b]] - offsets[key_lo[b]]
+    return nk, n
+
+
+@njit(cache=True, nogil=True)
+def merge_outputs(
+    table: np.ndarray, key_lo: np.ndarray, key_hi: np.ndarray, kk: int, kv: int, d: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Output arrays (codes, keys, offsets, vals, times, diffs) for a merge of keys
+    ``key_lo[b]:key_hi[b]`` of each batch ``b``: room for all of their keys and records."""
+    nk, n = range_size(table, key_lo, key_hi, kk, kv, d)
+    return _outputs(nk, n, kk, kv, d)
+
+
+@njit(cache=True, nogil=True)
+def merge_table(
+    table: np.ndarray,
+    key_lo: np.ndarray,
+    key_hi: np.ndarray,
+    kk: int,
+    kv: int,
+    since: np.ndarray,
+    exact: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a seek table merged into one
+    consolidated batch, compacted by ``since`` (:func:`merge_into`): (codes, keys, offsets,
+    vals, times, diffs)."""
+    out = merge_outputs(table, key_lo, key_hi, kk, kv, since.shape[1])
+    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = out
+    u, w = merge_into(
+        table,
+        key_lo,
+        key_hi,
+        kk,
+        kv,
+        since,
+        exact,
+        o_codes,
+        o_keys,
+        o_offsets,
+        o_vals,
+        o_times,
+        o_diffs,
+        0,
+        0,
+    )
+    o_offsets[u] = w
+    return _trimmed(o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs, u, w)
+
+
+@njit(cache=True, nogil=True)
+def joined_halves(
+    o_codes: np.ndarray,
+    o_keys: np.ndarray,
+    o_offsets: np.ndarray,
+    o_vals: np.ndarray,
+    o_times: np.ndarray,
+    o_diffs: np.ndarray,
+    nk_a: int,
+    n_a: int,
+    u_a: int,
+    w_a: int,
+    u_b: int,
+    w_b: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One batch from a merge written as two key ranges into one set of output arrays: the
+    first from key 0 and record 0 to ``u_a`` and ``w_a``, the second from ``nk_a`` and
+    ``n_a`` (the first range's keys and records before merging) to ``u_b`` and ``w_b``.
+    The second range's keys, and its records where the first one's shrank, move down to
+    follow the first's (towards lower addresses: a forward copy is safe)."""
+    dk, dr = nk_a - u_a, n_a - w_a
+    kk = o_keys.shape[0]
+    for i in range(nk_a, u_b):
+        o_codes[i - dk] = o_codes[i]
+        for c in range(kk):
+            o_keys[c, i - dk] = o_keys[c, i]
+        o_offsets[i - dk] = o_offsets[i] - dr
+    if dr > 0:
+        for p in range(n_a, w_b):
+            for c in range(o_vals.shape[0]):
+                o_vals[c, p - dr] = o_vals[c, p]
+            for c in range(o_times.shape[0]):
+                o_times[c, p - dr] = o_times[c, p]
+            o_diffs[p - dr] = o_diffs[p]
+    u, w = u_b - dk, w_b - dr
     o_offsets[u] = w
     return _trimmed(o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs, u, w)
 
