@@ -639,11 +639,12 @@ def joined_halves(
     follow the first's (towards lower addresses: a forward copy is safe)."""
     dk, dr = nk_a - u_a, n_a - w_a
     kk = o_keys.shape[0]
-    for i in range(nk_a, u_b):
-        o_codes[i - dk] = o_codes[i]
-        for c in range(kk):
-            o_keys[c, i - dk] = o_keys[c, i]
-        o_offsets[i - dk] = o_offsets[i] - dr
+    if dk > 0 or dr > 0:
+        for i in range(nk_a, u_b):
+            o_codes[i - dk] = o_codes[i]
+            for c in range(kk):
+                o_keys[c, i - dk] = o_keys[c, i]
+            o_offsets[i - dk] = o_offsets[i] - dr
     if dr > 0:
         for p in range(n_a, w_b):
             for c in range(o_vals.shape[0]):
