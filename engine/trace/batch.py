@@ -155,10 +155,10 @@ class TraceBatch:
         out = merge_outputs(table, first, last, kk, kv, dims)
         nk_a, n_a = range_size(table, first, cut, kk, kv, dims)
         (u_a, w_a), (u_b, w_b) = parallel.both(
-            lambda: merge_into(table, first, cut, kk, kv, s, exact, *out, 0, 0),
-            lambda: merge_into(table, cut, last, kk, kv, s, exact, *out, nk_a, n_a),
+            lambda: merge_into(table, first, cut, kk, kv, s, exact, out, 0, 0),
+            lambda: merge_into(table, cut, last, kk, kv, s, exact, out, nk_a, n_a),
         )
-        return cls(*joined_halves(*out, nk_a, n_a, u_a, w_a, u_b, w_b))
+        return cls(*joined_halves(out, nk_a, n_a, u_a, w_a, u_b, w_b))
 
     @classmethod
     def merge_keys(

@@ -48,6 +48,8 @@ __all__ = [
     "range_size",
 ]
 
+# a batch's six arrays, a merge's output among them: codes, keys, offsets, vals, times, diffs
+Outputs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 _SMALL_GROUP = 64  # a key's gathered records are ordered by insertion while this few are distinct
 
 
@@ -215,9 +217,7 @@ def _consolidate(
 
 
 @njit(cache=True, nogil=True)
-def _outputs(
-    nk: int, n: int, kk: int, kv: int, d: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _outputs(nk: int, n: int, kk: int, kv: int, d: int) -> Outputs:
     """A merge's output arrays (codes, keys, offsets, vals, times, diffs) for at most ``nk``
     keys and ``n`` records."""
     return (
@@ -246,20 +246,13 @@ def _first_columns(a: np.ndarray, m: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def _trimmed(
-    o_codes: np.ndarray,
-    o_keys: np.ndarray,
-    o_offsets: np.ndarray,
-    o_vals: np.ndarray,
-    o_times: np.ndarray,
-    o_diffs: np.ndarray,
-    u: int,
-    w: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A merge's output arrays cut to the ``u`` keys and ``w`` records it wrote. Keys that
-    two batches share make ``u`` smaller than the arrays almost always: the key arrays are
-    copied (a fifth of the records' size, or less); the records' arrays stay where they are
-    (``w`` is smaller only where records cancelled), their rows closed up in place."""
+def _trimmed(out: Outputs, u: int, w: int) -> Outputs:
+    """A merge's output arrays (:func:`merge_outputs`) cut to the ``u`` keys and ``w``
+    records it wrote. Keys that two batches share make ``u`` smaller than the arrays almost
+    always: the key arrays are copied (a fifth of the records' size, or less); the records'
+    arrays stay where they are (``w`` is smaller only where records cancelled), their rows
+    closed up in place."""
+    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = out
     if u < o_codes.shape[0]:
         o_codes, o_keys, o_offsets = (
             o_codes[:u].copy(),
@@ -278,16 +271,11 @@ def _trimmed(
 
 @njit(cache=True, nogil=True)
 def _merge_pair(
-    a: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    b: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    a: Outputs,
+    b: Outputs,
     a_keys: tuple[int, int],
     b_keys: tuple[int, int],
-    o_codes: np.ndarray,
-    o_keys: np.ndarray,
-    o_offsets: np.ndarray,
-    o_vals: np.ndarray,
-    o_times: np.ndarray,
-    o_diffs: np.ndarray,
+    out: Outputs,
     u: int,
     w: int,
 ) -> tuple[int, int]:
@@ -297,6 +285,7 @@ def _merge_pair(
     against run; nothing goes through the seek table per key."""
     a_codes, a_kcols, a_offsets, a_vals, a_times, a_diffs = a
     b_codes, b_kcols, b_offsets, b_vals, b_times, b_diffs = b
+    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = out
     kk, kv, d = a_kcols.shape[0], a_vals.shape[0], a_times.shape[0]
     i, i_end = a_keys
     j, j_end = b_keys
@@ -387,12 +376,7 @@ def merge_into(
     kv: int,
     since: np.ndarray,
     exact: bool,
-    o_codes: np.ndarray,
-    o_keys: np.ndarray,
-    o_offsets: np.ndarray,
-    o_vals: np.ndarray,
-    o_times: np.ndarray,
-    o_diffs: np.ndarray,
+    out: Outputs,
     u: int,
     w: int,
 ) -> tuple[int, int]:
@@ -414,12 +398,7 @@ def merge_into(
             batch_arrays(table, 1, kk, kv, d),
             (key_lo[0], key_hi[0]),
             (key_lo[1], key_hi[1]),
-            o_codes,
-            o_keys,
-            o_offsets,
-            o_vals,
-            o_times,
-            o_diffs,
+            out,
             u,
             w,
         )
@@ -430,6 +409,7 @@ def merge_into(
         for k in range(key_lo[b], key_hi[b]):
             longest = max(longest, offsets[k + 1] - offsets[k])
         most += longest
+    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = out
     pos = key_lo.copy()
     member = np.empty(nb, np.int64)  # the batches holding the least key
     # a key's gathered records: value columns then times, diffs, packed, and their order
@@ -574,7 +554,7 @@ def range_size(
 @njit(cache=True, nogil=True)
 def merge_outputs(
     table: np.ndarray, key_lo: np.ndarray, key_hi: np.ndarray, kk: int, kv: int, d: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> Outputs:
     """Output arrays (codes, keys, offsets, vals, times, diffs) for a merge of keys
     ``key_lo[b]:key_hi[b]`` of each batch ``b``: room for all of their keys and records."""
     nk, n = range_size(table, key_lo, key_hi, kk, kv, d)
@@ -590,53 +570,32 @@ def merge_table(
     kv: int,
     since: np.ndarray,
     exact: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> Outputs:
     """Keys ``key_lo[b]:key_hi[b]`` of each batch ``b`` of a seek table merged into one
     consolidated batch, compacted by ``since`` (:func:`merge_into`): (codes, keys, offsets,
     vals, times, diffs)."""
     out = merge_outputs(table, key_lo, key_hi, kk, kv, since.shape[1])
-    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = out
-    u, w = merge_into(
-        table,
-        key_lo,
-        key_hi,
-        kk,
-        kv,
-        since,
-        exact,
-        o_codes,
-        o_keys,
-        o_offsets,
-        o_vals,
-        o_times,
-        o_diffs,
-        0,
-        0,
-    )
-    o_offsets[u] = w
-    return _trimmed(o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs, u, w)
+    u, w = merge_into(table, key_lo, key_hi, kk, kv, since, exact, out, 0, 0)
+    out[2][u] = w  # the offset after the last key
+    return _trimmed(out, u, w)
 
 
 @njit(cache=True, nogil=True)
 def joined_halves(
-    o_codes: np.ndarray,
-    o_keys: np.ndarray,
-    o_offsets: np.ndarray,
-    o_vals: np.ndarray,
-    o_times: np.ndarray,
-    o_diffs: np.ndarray,
+    out: Outputs,
     nk_a: int,
     n_a: int,
     u_a: int,
     w_a: int,
     u_b: int,
     w_b: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> Outputs:
     """One batch from a merge written as two key ranges into one set of output arrays: the
     first from key 0 and record 0 to ``u_a`` and ``w_a``, the second from ``nk_a`` and
     ``n_a`` (the first range's keys and records before merging) to ``u_b`` and ``w_b``.
     The second range's keys, and its records where the first one's shrank, move down to
     follow the first's (towards lower addresses: a forward copy is safe)."""
+    o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs = out
     dk, dr = nk_a - u_a, n_a - w_a
     kk = o_keys.shape[0]
     if dk > 0 or dr > 0:
@@ -654,7 +613,7 @@ def joined_halves(
             o_diffs[p - dr] = o_diffs[p]
     u, w = u_b - dk, w_b - dr
     o_offsets[u] = w
-    return _trimmed(o_codes, o_keys, o_offsets, o_vals, o_times, o_diffs, u, w)
+    return _trimmed(out, u, w)
 
 
 @njit(cache=True, nogil=True)
