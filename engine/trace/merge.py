@@ -10,12 +10,15 @@ Every batch holds its distinct keys sorted by (code, key) and each key's records
   those that cancel;
 * otherwise (more batches, or times the frontier moves, which can put a key's records out
   of order and make distinct times equal) the key's records are gathered with their
-  advanced times, ordered and consolidated: by insertion while at most ``_SMALL_GROUP`` of
-  them are distinct, comparing their columns and summing each record into an equal one
-  already placed (a compaction makes many records equal: each goes past only the distinct
-  ones); a key with more distinct records has each packed with its values into one integer
-  (relative to the key's own least values; a key whose values span more than 63 bits in
-  all is ranked by insertion instead) and their ascending runs merged.
+  advanced times, ordered and consolidated. Where the value columns and advanced times of
+  the whole merge pack into one integer per record (``merge_slots``), each key's records
+  are summed in slots by packed value (a compaction makes many records equal), or, when a
+  key spans too many slots, ordered by their packed values in runs. Where they do not pack:
+  by insertion while at most ``_SMALL_GROUP`` of them are distinct, comparing their columns
+  and summing each record into an equal one already placed (each goes past only the
+  distinct ones); a key with more distinct records has each packed with its values into one
+  integer (relative to the key's own least values; a key whose values span more than 63
+  bits in all is ranked by insertion instead) and their ascending runs merged.
 
 Only one key's records move together, nothing is unpacked per record, and no comparison
 looks beyond one key. Whether the frontier moves a batch's times is decided per batch: it
@@ -37,6 +40,7 @@ import numpy as np
 from numba import njit
 
 from engine.sort_kernels import kernel_row, key_order, row_bits
+from engine.trace.merge_slots import SLOTS, advanced, packing, slot_scratch, slot_sums, unpack
 from engine.trace.seek import batch_arrays
 
 __all__ = [
@@ -420,6 +424,8 @@ def merge_into(
     buf = np.empty(most, np.int64)
     starts = np.empty(most + 1, np.int64)
     next_code = np.zeros(nb, np.int64)  # each batch's next key's code
+    packs, lows, shifts, masks, span = packing(table, key_lo, key_hi, kk, kv, since, moves)
+    scratch = slot_scratch(span if packs else 0)
     for b in range(nb):
         if pos[b] < key_hi[b]:
             next_code[b] = batch_arrays(table, b, kk, kv, d)[0][pos[b]]
@@ -465,7 +471,45 @@ def merge_into(
                     o_times[c, w] = times[c, p]
                 o_diffs[w] = diffs[p]
                 w += 1
-        else:  # more runs, or times that move: gather, order, consolidate
+        elif packs:  # more runs, or times that move: packed and summed in slots
+            m, least_v, most_v = 0, span, 0
+            for i in range(r):
+                b = member[i]
+                _, _, offsets, vals, times, diffs = batch_arrays(table, b, kk, kv, d)
+                for p in range(offsets[pos[b]], offsets[pos[b] + 1]):
+                    v = 0
+                    for c in range(kv):
+                        v |= (vals[c, p] - lows[c]) << shifts[c]
+                    for c in range(d):
+                        t = advanced(times[c, p], since, c) if moves[b] else times[c, p]
+                        v |= (t - lows[kv + c]) << shifts[kv + c]
+                    packed[m] = v
+                    g_diffs[m] = diffs[p]
+                    least_v, most_v = min(least_v, v), max(most_v, v)
+                    m += 1
+            if m and most_v - least_v < SLOTS:
+                w = slot_sums(
+                    packed,
+                    g_diffs,
+                    m,
+                    least_v,
+                    most_v - least_v,
+                    scratch,
+                    lows,
+                    shifts,
+                    masks,
+                    o_vals,
+                    o_times,
+                    o_diffs,
+                    w,
+                )
+            else:  # too many slots: ordered by their packed values, merged in runs
+                for x in range(m):
+                    for c in range(kv + d):
+                        g_cols[c, x] = unpack(packed[x], c, lows, shifts, masks)
+                order_ = _order_packed(packed, m, perm, buf, starts)
+                w = _consolidate(order_, packed, g_cols, g_diffs, m, o_vals, o_times, o_diffs, w)
+        else:  # as above, where the columns do not pack: gathered, ordered, consolidated
             m = 0
             for i in range(r):
                 b = member[i]
@@ -475,12 +519,7 @@ def merge_into(
                         g_cols[c, m] = vals[c, p]
                     for c in range(d):
                         t = times[c, p]
-                        if moves[b]:  # the meet of its joins with the frontier's elements
-                            x = max(t, since[0, c])
-                            for f in range(1, since.shape[0]):
-                                x = min(x, max(t, since[f, c]))
-                            t = x
-                        g_cols[kv + c, m] = t
+                        g_cols[kv + c, m] = advanced(t, since, c) if moves[b] else t
                     g_diffs[m] = diffs[p]
                     m += 1
             # by insertion, comparing in place (no calls per key): each record goes into the

@@ -15,6 +15,7 @@ from engine.hashing import key_codes
 from engine.lattice import Antichain
 from engine.trace import Layout, Spine, TraceBatch
 from engine.trace import spine as spine_mod
+from engine.trace.merge_slots import SLOTS
 from engine.trace.seek import table_row
 from engine.trace.spine import LAZY_BATCHES, SMALL_BATCHES, SMALL_RECORDS
 from tests.engine.splitting import every_call_split
@@ -320,22 +321,48 @@ def test_a_merge_split_in_two_equals_sorting_the_union(
         assert_merge_equals_sort(parts, since, key_cols, False, split=True)
 
 
+@given(
+    st.lists(batch_rows, min_size=2, max_size=5),
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 5)), min_size=1, max_size=3),
+    st.sampled_from([[0], [0, 1], [1]]),
+)
+@settings(max_examples=60)
+def test_merging_keys_that_span_many_slots_equals_sorting_their_union(
+    parts: list, since: list, key_cols: list
+) -> None:
+    """Times far apart (but packing into 62 bits) give a key's packed records a span of
+    more slots than ``merge_slots.SLOTS``: its records are ordered by their packed values
+    instead, and merge as sorting would."""
+    assert_merge_equals_sort(parts, since, key_cols, False, scale=(SLOTS, SLOTS >> 4))
+
+
 def assert_merge_equals_sort(
-    parts: list, since: list, key_cols: list, wide: bool, split: bool = False
+    parts: list,
+    since: list,
+    key_cols: list,
+    wide: bool,
+    split: bool = False,
+    scale: tuple[int, int] | None = None,
 ) -> None:
     """``TraceBatch.merge`` of batches built from ``parts`` (rows of three data columns,
     two time coordinates, a diff) equals sorting their union (and, unless the merge was
-    ``split`` in two, the merge's kernel built the batch's seek row)."""
-    scale = np.array([[1 << 40], [1 << 30]], dtype=np.int64) if wide else 1
+    ``split`` in two, the merge's kernel built the batch's seek row). The time coordinates
+    are multiplied by ``scale``, or by 2**40 and 2**30 when ``wide`` (too wide to pack)."""
+    if wide:
+        scale = (1 << 40, 1 << 30)
+    factor = np.array([[scale[0]], [scale[1]]], dtype=np.int64) if scale else None
     layout = Layout.by_key(3, key_cols)
 
     def tb(rs: list) -> TraceBatch:
         a = np.asarray(rs, dtype=np.int64).reshape(-1, 6).T
-        return TraceBatch.from_updates(layout, UpdateBatch.build(a[:3], a[3:5] * scale, a[5]))
+        times = a[3:5] if factor is None else a[3:5] * factor
+        return TraceBatch.from_updates(layout, UpdateBatch.build(a[:3], times, a[5]))
 
     batches = [tb(rs) for rs in parts]
     frontier = (
-        Antichain([np.array(f) * scale[:, 0] for f in since] if wide else since, dims=2)
+        Antichain(
+            [np.array(f) * factor[:, 0] for f in since] if factor is not None else since, dims=2
+        )
         if since
         else None
     )
