@@ -39,6 +39,7 @@ class Scope:
         self.frontier: Antichain | None = None  # loop scopes: the current round frontier
         self.rest: Antichain | None = None  # loop scopes: the frontier traces compact to
         self.is_loop = parent is not None  # an attribute: read by every operator every round
+        self.round = 0  # loop scopes: the iteration being delivered
         self.interner: StringInterner | None = parent.interner if parent is not None else None
 
     @property

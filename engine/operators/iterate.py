@@ -38,7 +38,6 @@ class LoopScope(Scope):
 
     def __init__(self, parent: Scope, dims: int, name: str) -> None:
         super().__init__(parent, dims, name)
-        self.round = 0
         self.region: LoopRegion | None = None
 
 
