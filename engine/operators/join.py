@@ -36,9 +36,14 @@ from engine.trace import TraceBatch
 from engine.trace.cursor import match_keys
 from engine.trace.seek import join_spine
 
-__all__ = ["SPLIT_FROM", "Join", "join_pairs"]
+__all__ = ["HOLD_FROM", "SPLIT_FROM", "Join", "join_pairs"]
 
 SPLIT_FROM = 4096  # delta records from which a join runs as two key ranges on two threads
+# updates at later iterations from which a loop's join holds them until their round: fewer
+# cost more to split and deliver (a Python call each, at 1k/2k single updates about 100 µs
+# an update) than a reduce spends carrying them as pending times
+HOLD_FROM = 1024
+_NO_ROUND = np.iinfo(np.int64).max  # outside a loop: no update is at a later iteration
 
 
 def join_pairs(
@@ -94,8 +99,9 @@ class Join(Operator):
         self._layouts = (left.layout, right.layout)
         self._specs = (self._spec(0), self._spec(1))
         # in a loop: output updates at later iterations than the round, by iteration, held
-        # until their round (``_at_their_rounds``)
+        # until their round (``_by_round``)
         self.held: dict[int, list[UpdateBatch]] = {}
+        self._no_times = np.zeros((self.dims, 0), dtype=np.int64)
 
     def _spec(self, delta_side: int) -> np.ndarray:
         """Where each output column comes from, for ``join_spine``: (from the delta?, from
@@ -108,7 +114,9 @@ class Join(Operator):
             spec[j] = (int(side == delta_side), int(is_key), idx)
         return spec
 
-    def _against(self, delta: TraceBatch, delta_side: int, table: np.ndarray) -> list[UpdateBatch]:
+    def _against(
+        self, delta: TraceBatch, delta_side: int, table: np.ndarray
+    ) -> list[tuple[UpdateBatch, int]]:
         """``delta`` joined with the batches of the other side in ``table``: one part, or
         two (the delta's two halves of keys, on two threads) from ``SPLIT_FROM`` records."""
         n = delta.nkeys
@@ -123,10 +131,11 @@ class Join(Operator):
 
     def _keys(
         self, delta: TraceBatch, lo: int, hi: int, delta_side: int, table: np.ndarray
-    ) -> UpdateBatch:
+    ) -> tuple[UpdateBatch, int]:
         """The delta's keys ``lo:hi`` joined with the batches in ``table`` (their records
-        are found through the offsets, which index the delta's whole arrays)."""
-        data, times, diffs = join_spine(
+        are found through the offsets, which index the delta's whole arrays), and how many
+        of the updates are at later iterations than the loop's round (none outside one)."""
+        data, times, diffs, later = join_spine(
             delta.codes[lo:hi],
             np.ascontiguousarray(delta.keys[:, lo:hi]),
             delta.offsets[lo : hi + 1],
@@ -137,27 +146,30 @@ class Join(Operator):
             self.exact,
             len(self._layouts[1 - delta_side].val_cols),
             self._specs[delta_side],
+            self.scope.round if self.scope.is_loop else _NO_ROUND,
         )
-        return UpdateBatch(data, times, diffs)
+        return UpdateBatch(data, times, diffs), later
 
     def run(self) -> None:
         self.frontier = self.input_frontier()
         dl, dr = self.left.delta(), self.right.delta()
-        parts: list[UpdateBatch] = []
+        joined: list[tuple[UpdateBatch, int]] = []
         if dl is not None:
-            parts += self._against(dl, 0, self.right.spine.seek_table())
+            joined += self._against(dl, 0, self.right.spine.seek_table())
         if dr is not None:
-            parts += self._against(dr, 1, self.left.spine.seek_table())
+            joined += self._against(dr, 1, self.left.spine.seek_table())
         if dl is not None and dr is not None:
-            parts += [p.negate() for p in self._against(dl, 0, dr.addresses()[None, :])]
-        parts = [p for p in parts if len(p)]
+            joined += [(p.negate(), n) for p, n in self._against(dl, 0, dr.addresses()[None, :])]
+        parts = [p for p, _ in joined if len(p)]
         if self.scope.is_loop:
-            parts = self._at_their_rounds(parts)
+            if sum(n for _, n in joined) >= HOLD_FROM:
+                parts = self._by_round(parts)
+            parts += self.held.pop(self.scope.round, [])
         self.output = UpdateBatch.concat(parts, self.ncols, self.dims) if parts else None
 
-    def _at_their_rounds(self, parts: list[UpdateBatch]) -> list[UpdateBatch]:
-        """In a loop, this round's output parts without the updates at later iterations
-        (held until their round), with the updates held for this one."""
+    def _by_round(self, parts: list[UpdateBatch]) -> list[UpdateBatch]:
+        """In a loop, this round's output parts without the updates at later iterations:
+        those are held, by iteration, until their round."""
         r = self.scope.round
         out = []
         for p in parts:
@@ -175,17 +187,17 @@ class Join(Operator):
                     out.append(part)
                 else:
                     self.held.setdefault(it, []).append(part)
-        return out + self.held.pop(r, [])
+        return out
 
     def pending_times(self) -> np.ndarray:
         parts = self.pending_time_parts()
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
 
     def pending_time_parts(self) -> list[np.ndarray]:
-        """The times of the updates held for later rounds (``_at_their_rounds``)."""
-        return [b.times for bs in self.held.values() for b in bs] or [
-            np.zeros((self.dims, 0), dtype=np.int64)
-        ]
+        """The times of the updates held for later rounds (``_by_round``)."""
+        if not self.held:
+            return [self._no_times]
+        return [b.times for bs in self.held.values() for b in bs]
 
     def compact(self) -> None:
         f = self.compaction_frontier()

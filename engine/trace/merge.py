@@ -40,7 +40,15 @@ import numpy as np
 from numba import njit
 
 from engine.sort_kernels import kernel_row, key_order, row_bits
-from engine.trace.merge_slots import SLOTS, advanced, packing, slot_scratch, slot_sums, unpack
+from engine.trace.merge_slots import (
+    SLOTS,
+    SLOTS_FROM,
+    advanced,
+    packing,
+    slot_scratch,
+    slot_sums,
+    unpack,
+)
 from engine.trace.seek import batch_arrays
 
 __all__ = [
@@ -446,6 +454,7 @@ def merge_into(
     starts = np.empty(most + 1, np.int64)
     next_code = np.zeros(nb, np.int64)  # each batch's next key's code
     packs, lows, shifts, masks, span = packing(table, key_lo, key_hi, kk, kv, since, moves)
+    packs = packs and range_size(table, key_lo, key_hi, kk, kv, d)[1] >= SLOTS_FROM
     scratch = slot_scratch(span if packs else 0)
     for b in range(nb):
         if pos[b] < key_hi[b]:

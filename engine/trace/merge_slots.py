@@ -15,7 +15,7 @@ values sums each record's diff into the slot of its value, marks the slot in a w
 (and the word in a second level of bits), and reads the marked slots back in ascending
 order (:func:`slot_sums`): linear in its records, and every slot it touched is left zeroed
 for the next key. Where the columns need more than 62 bits, or a key spans more slots,
-the merge orders records as before.
+the merge orders records as before; so does a merge of fewer than ``SLOTS_FROM`` records.
 """
 
 from __future__ import annotations
@@ -29,9 +29,12 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from engine.sort_kernels import bit_width
 from engine.trace.seek import batch_arrays
 
-__all__ = ["SLOTS", "advanced", "packing", "slot_scratch", "slot_sums", "unpack"]
+__all__ = ["SLOTS", "SLOTS_FROM", "advanced", "packing", "slot_scratch", "slot_sums", "unpack"]
 
 SLOTS = 1 << 15  # a key whose packed records span fewer values than this sums them in slots
+# records from which a merge sums in slots: below, its pass over the records for their bounds
+# and its slots (up to 256 KiB, zeroed) cost more than ordering a few records by insertion
+SLOTS_FROM = 1 << 12
 _WORD = 64  # slots per word of bits
 _SPAN = _WORD * _WORD  # slots per word of the second level
 _low_bit: Any = trailing_zeros  # the index of the lowest set bit (an intrinsic)

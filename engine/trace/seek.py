@@ -436,12 +436,14 @@ def join_spine(
     exact: bool,
     other_kv: int,
     spec: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    round_: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Join one batch (the *delta*) with every batch of a spine (the *other* side, as a
     :func:`gather_spine` table): for every pair of records with equal keys, the output row,
     the join (coordinate-wise max) of their times and the product of their diffs, batch by
-    batch. ``spec`` has a row per output column: (from the delta?, from the key?, column
-    index among that side's key or value columns)."""
+    batch; and how many outputs have a last time coordinate above ``round_`` (in a loop: at
+    later iterations than the round). ``spec`` has a row per output column: (from the
+    delta?, from the key?, column index among that side's key or value columns)."""
     nq, kk, d, nb = codes.shape[0], keys.shape[0], times.shape[0], table.shape[0]
     hits = _table_hits(codes, keys, table, exact)
     n = 0
@@ -455,7 +457,7 @@ def join_spine(
     data = np.empty((ncols, n), np.int64)
     out_t = np.empty((d, n), np.int64)
     out_d = np.empty(n, np.int64)
-    p = 0
+    p = later = 0
     for b in range(nb):
         nk, nr = table[b, 6], table[b, 7]
         o_keys = carray(_int64_at(table[b, 1]), (kk, nk))
@@ -477,6 +479,7 @@ def join_spine(
                             data[c, p] = o_keys[idx, j] if spec[c, 1] == 1 else o_vals[idx, y]
                     for c in range(d):
                         out_t[c, p] = max(times[c, x], o_times[c, y])
+                    later += out_t[d - 1, p] > round_
                     out_d[p] = diffs[x] * o_diffs[y]
                     p += 1
-    return data, out_t, out_d
+    return data, out_t, out_d, later

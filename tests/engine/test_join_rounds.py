@@ -1,6 +1,7 @@
 """A join in a loop holds the output updates at later iterations than its round until their
-round (``Join._at_their_rounds``): what it sends on is at the round's iteration, and the
-loop's results are those of a from-scratch reachability."""
+round, when there are ``HOLD_FROM`` of them (``Join._by_round``): what it sends on is then
+at the round's iteration, and the loop's results are those of a from-scratch reachability
+either way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from engine import Graph
+from engine.operators import join as join_module
 from engine.operators.join import Join
 
 
@@ -60,6 +62,7 @@ def test_updates_at_later_iterations_wait_for_their_round(
     """Edges inserted along a chain meet reachability recorded at the chain's later
     iterations: the join's output at those iterations is sent on at each one's round, not
     at round 0 (where the edges arrive), and the loop still reaches everything."""
+    monkeypatch.setattr(join_module, "HOLD_FROM", 1)  # hold even these few
     g, roots_in, edges_in, capture = reach_graph()
     (join,) = joins(g)
     sent: list[tuple[int, int]] = []  # (round, highest iteration sent on)
@@ -101,10 +104,14 @@ def test_updates_at_later_iterations_wait_for_their_round(
     assert +got == want
 
 
-def test_held_updates_at_a_time_not_yet_complete_arrive_once_it_is() -> None:
+@pytest.mark.parametrize("hold_from", [1, join_module.HOLD_FROM])
+def test_held_updates_at_a_time_not_yet_complete_arrive_once_it_is(
+    monkeypatch: pytest.MonkeyPatch, hold_from: int
+) -> None:
     """Edges written ahead of the frontier: the join's held output at later iterations
-    waits across steps until the time is complete, and the result at that time is the
-    from-scratch one."""
+    waits across steps until the time is complete (or, below ``HOLD_FROM``, goes on at once
+    and waits downstream), and the result at that time is the from-scratch one."""
+    monkeypatch.setattr(join_module, "HOLD_FROM", hold_from)
     g, roots_in, edges_in, capture = reach_graph()
     chain = Counter({(i, i + 1): 1 for i in range(8)})
     roots_in.send_columns([np.array([0, 3])], 0, 1)

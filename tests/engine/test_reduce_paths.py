@@ -247,9 +247,10 @@ def test_compiled_seeks_match_numpy(ra: list, rb: list, two_col_keys: bool) -> N
         dtype=np.int64,
     )
     table = np.stack([b.addresses(), a.addresses()])  # a joins b's batch and its own
-    data, times, diffs = join_spine(
-        a.codes, a.keys, a.offsets, a.vals, a.times, a.diffs, table, exact, kv, spec
+    data, times, diffs, later = join_spine(
+        a.codes, a.keys, a.offsets, a.vals, a.times, a.diffs, table, exact, kv, spec, 1
     )
+    assert later == int((times[-1] > 1).sum())
     expected = []
     for other in (b, a):
         ai, ak, bi, bk = join_pairs(a, other, exact)
