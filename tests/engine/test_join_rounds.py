@@ -11,24 +11,23 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.reach import build_reach_graph
 from engine import Graph
 from engine.operators import join as join_module
 from engine.operators.join import Join
 
 
-def reach_graph() -> tuple[Any, Any, Any, Any]:
-    g = Graph()
-    roots_in, roots = g.new_input([("node", "int")], name="roots")
-    edges_in, edges = g.new_input([("src", "int"), ("dst", "int")], name="edges")
-    start = roots.select(root="node", node="node")
-    reach = start.iterate(
-        lambda r: (
-            r.join(edges, on=[("node", "src")], columns={"root": "left.root", "node": "right.dst"})
-            .concat(start)
-            .distinct()
-        )
-    )
-    return g, roots_in, edges_in, reach.capture()
+def loaded(roots: list[int], chain: Counter) -> tuple[Any, Any, Any, Any]:
+    """The reachability dataflow (``bench.reach``'s) with ``roots`` and the edges of
+    ``chain`` at time 0, stepped to time 1: (graph, roots input, edges input, capture)."""
+    g, roots_in, edges_in, capture = build_reach_graph()
+    roots_in.send_columns([np.array(roots)], 0, 1)
+    src, dst = zip(*chain, strict=True)
+    edges_in.send_columns([np.array(src), np.array(dst)], 0, 1)
+    for h in (roots_in, edges_in):
+        h.advance_to(1)
+    g.step()
+    return g, roots_in, edges_in, capture
 
 
 def reachable(edges: Counter, root: int) -> set[int]:
@@ -63,7 +62,8 @@ def test_updates_at_later_iterations_wait_for_their_round(
     iterations: the join's output at those iterations is sent on at each one's round, not
     at round 0 (where the edges arrive), and the loop still reaches everything."""
     monkeypatch.setattr(join_module, "HOLD_FROM", 1)  # hold even these few
-    g, roots_in, edges_in, capture = reach_graph()
+    chain = Counter({(i, i + 1): 1 for i in range(1, 12)})
+    g, roots_in, edges_in, capture = loaded([0, 1], chain)
     (join,) = joins(g)
     sent: list[tuple[int, int]] = []  # (round, highest iteration sent on)
     held_after_round_0: list[int] = []
@@ -77,15 +77,6 @@ def test_updates_at_later_iterations_wait_for_their_round(
             held_after_round_0.append(sum(len(b) for bs in self.held.values() for b in bs))
 
     monkeypatch.setattr(Join, "run", watched)
-    chain = Counter({(i, i + 1): 1 for i in range(1, 12)})
-    roots_in.send_columns([np.array([0, 1])], 0, 1)
-    src, dst = zip(*chain, strict=True)
-    edges_in.send_columns([np.array(src), np.array(dst)], 0, 1)
-    for h in (roots_in, edges_in):
-        h.advance_to(1)
-    g.step()
-    sent.clear()
-    held_after_round_0.clear()
     new = [(12, 20), (6, 30), (0, 1)]  # reached from root 1 at iterations 11 and 5
     edges_in.send_columns([np.array([s for s, _ in new]), np.array([d for _, d in new])], 1, 1)
     for e in new:
@@ -112,14 +103,8 @@ def test_held_updates_at_a_time_not_yet_complete_arrive_once_it_is(
     waits across steps until the time is complete (or, below ``HOLD_FROM``, goes on at once
     and waits downstream), and the result at that time is the from-scratch one."""
     monkeypatch.setattr(join_module, "HOLD_FROM", hold_from)
-    g, roots_in, edges_in, capture = reach_graph()
     chain = Counter({(i, i + 1): 1 for i in range(8)})
-    roots_in.send_columns([np.array([0, 3])], 0, 1)
-    src, dst = zip(*chain, strict=True)
-    edges_in.send_columns([np.array(src), np.array(dst)], 0, 1)
-    for h in (roots_in, edges_in):
-        h.advance_to(1)
-    g.step()
+    g, roots_in, edges_in, capture = loaded([0, 3], chain)
     edges_in.send_columns([np.array([8, 0]), np.array([0, 1])], 5, np.array([1, -1]))
     edges = chain.copy()
     edges[(8, 0)] += 1
