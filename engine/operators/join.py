@@ -160,21 +160,23 @@ class Join(Operator):
             joined += self._against(dr, 1, self.left.spine.seek_table())
         if dl is not None and dr is not None:
             joined += [(p.negate(), n) for p, n in self._against(dl, 0, dr.addresses()[None, :])]
-        parts = [p for p, _ in joined if len(p)]
+        if self.scope.is_loop and sum(n for _, n in joined) >= HOLD_FROM:
+            parts = self._by_round(joined)
+        else:
+            parts = [p for p, _ in joined if len(p)]
         if self.scope.is_loop:
-            if sum(n for _, n in joined) >= HOLD_FROM:
-                parts = self._by_round(parts)
             parts += self.held.pop(self.scope.round, [])
         self.output = UpdateBatch.concat(parts, self.ncols, self.dims) if parts else None
 
-    def _by_round(self, parts: list[UpdateBatch]) -> list[UpdateBatch]:
-        """In a loop, this round's output parts without the updates at later iterations:
-        those are held, by iteration, until their round."""
+    def _by_round(self, joined: list[tuple[UpdateBatch, int]]) -> list[UpdateBatch]:
+        """In a loop, this round's output parts (each with its count of updates at later
+        iterations) without those updates: they are held, by iteration, until their round."""
         r = self.scope.round
         out = []
-        for p in parts:
-            if int(p.times[-1].max()) <= r:
-                out.append(p)
+        for p, later in joined:
+            if later == 0:
+                if len(p):
+                    out.append(p)
                 continue
             p = p.take(stable_argsort(p.times[-1]))  # by iteration: each one's a slice
             its = p.times[-1]

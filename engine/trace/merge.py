@@ -453,8 +453,9 @@ def merge_into(
     buf = np.empty(most, np.int64)
     starts = np.empty(most + 1, np.int64)
     next_code = np.zeros(nb, np.int64)  # each batch's next key's code
-    packs, lows, shifts, masks, span = packing(table, key_lo, key_hi, kk, kv, since, moves)
-    packs = packs and range_size(table, key_lo, key_hi, kk, kv, d)[1] >= SLOTS_FROM
+    packs, lows, shifts, masks, span = False, least_time[:0], least_time[:0], least_time[:0], 0
+    if range_size(table, key_lo, key_hi, kk, kv, d)[1] >= SLOTS_FROM:  # else no bounds pass
+        packs, lows, shifts, masks, span = packing(table, key_lo, key_hi, kk, kv, since, moves)
     scratch = slot_scratch(span if packs else 0)
     for b in range(nb):
         if pos[b] < key_hi[b]:
