@@ -21,7 +21,7 @@ from engine.batch import UpdateBatch
 from engine.errors import GraphError
 from engine.interning import StringInterner
 from engine.lattice import Antichain
-from engine.progress import meet_all
+from engine.progress import earliest_ready_round, meet_all
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch, TraceReader
 
@@ -127,6 +127,17 @@ class Operator:
     def pending_time_parts(self) -> list[np.ndarray]:
         """:meth:`pending_times` in the parts the operator keeps them in (no copy)."""
         return [self.pending_times()]
+
+    def next_round(self, felems: np.ndarray, after: int) -> int:
+        """In a loop scope: the least iteration ``> after`` at which this operator owes work
+        whose outer part is complete at the parent frontier ``felems``; -1 when none."""
+        best = -1
+        for p in self.pending_time_parts():
+            if p.shape[1]:
+                r = earliest_ready_round(np.ascontiguousarray(p), felems, after)
+                if r >= 0 and (best < 0 or r < best):
+                    best = r
+        return best
 
     def release(self) -> None:
         """Give up trace readers (the operator is being dropped)."""

@@ -25,7 +25,7 @@ from engine.consolidate import consolidate
 from engine.errors import IterationLimitError
 from engine.lattice import Antichain
 from engine.operators.base import Operator, Scope
-from engine.progress import RoundFrontiers, earliest_ready_round
+from engine.progress import RoundFrontiers
 from engine.sort_kernels import PACKED_FROM, feedback_columns
 
 __all__ = ["DEFAULT_ROUND_LIMIT", "Enter", "Leave", "LoopRegion", "Variable"]
@@ -180,11 +180,9 @@ class LoopRegion(Operator):
     def _next_round(self, frontier: Antichain, after: int) -> int | None:
         best = -1
         for op in self.owing:
-            for p in op.pending_time_parts():
-                if p.shape[1]:
-                    r = earliest_ready_round(np.ascontiguousarray(p), frontier.elements, after)
-                    if r >= 0 and (best < 0 or r < best):
-                        best = r
+            r = op.next_round(frontier.elements, after)
+            if r >= 0 and (best < 0 or r < best):
+                best = r
         return None if best < 0 else best
 
     def run(self) -> None:

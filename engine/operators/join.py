@@ -30,6 +30,7 @@ from engine import parallel
 from engine.batch import UpdateBatch
 from engine.errors import SchemaError
 from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
+from engine.progress import earliest_ready_round
 from engine.schema import Schema
 from engine.sort_kernels import stable_argsort
 from engine.trace import TraceBatch
@@ -200,6 +201,19 @@ class Join(Operator):
         if not self.held:
             return [self._no_times]
         return [b.times for bs in self.held.values() for b in bs]
+
+    def next_round(self, felems: np.ndarray, after: int) -> int:
+        """The first held iteration after ``after`` with an update whose outer part is
+        complete (each held part's updates share their iteration: one call per part, in
+        iteration order, until one is ready)."""
+        if not self.held:
+            return -1
+        for it in sorted(self.held):
+            if it > after:
+                for b in self.held[it]:
+                    if earliest_ready_round(np.ascontiguousarray(b.times), felems, after) >= 0:
+                        return it
+        return -1
 
     def compact(self) -> None:
         f = self.compaction_frontier()
