@@ -95,6 +95,37 @@ def test_updates_at_later_iterations_wait_for_their_round(
     assert +got == want
 
 
+def test_held_updates_alone_run_the_loop_to_their_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edge added past the end of a chain meets reachability only at the chain's last
+    iteration: the join's held output is the only work owed after round 0, and the loop
+    runs to its round (and no further, and no earlier) to deliver it."""
+    monkeypatch.setattr(join_module, "HOLD_FROM", 1)
+    chain = Counter({(i, i + 1): 1 for i in range(1, 12)})
+    g, roots_in, edges_in, capture = loaded([1], chain)
+    capture.drain()
+    (join,) = joins(g)
+    rounds: list[int] = []
+    run = Join.run
+
+    def watched(self: Join) -> None:
+        rounds.append(self.scope.round)
+        run(self)
+
+    monkeypatch.setattr(Join, "run", watched)
+    edges_in.send_columns([np.array([12]), np.array([20])], 1, 1)
+    for h in (roots_in, edges_in):
+        h.advance_to(2)
+    g.step()
+    assert rounds[:2] == [0, 11]  # (1, 12) is recorded at iteration 11, and so (1, 20)
+    assert join.held == {}
+    out = capture.drain()
+    got = {
+        (int(r), int(n), int(t), int(d))
+        for r, n, t, d in zip(*out.data, out.times[0], out.diffs, strict=True)
+    }
+    assert got == {(1, 20, 1, 1)}
+
+
 @pytest.mark.parametrize("hold_from", [1, join_module.HOLD_FROM])
 def test_held_updates_at_a_time_not_yet_complete_arrive_once_it_is(
     monkeypatch: pytest.MonkeyPatch, hold_from: int
