@@ -98,7 +98,7 @@ def test_updates_at_later_iterations_wait_for_their_round(
 def test_held_updates_alone_run_the_loop_to_their_round(monkeypatch: pytest.MonkeyPatch) -> None:
     """An edge added past the end of a chain meets reachability only at the chain's last
     iteration: the join's held output is the only work owed after round 0, and the loop
-    runs to its round (and no further, and no earlier) to deliver it."""
+    goes from round 0 straight to its round to deliver it."""
     monkeypatch.setattr(join_module, "HOLD_FROM", 1)
     chain = Counter({(i, i + 1): 1 for i in range(1, 12)})
     g, roots_in, edges_in, capture = loaded([1], chain)
