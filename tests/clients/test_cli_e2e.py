@@ -30,32 +30,11 @@ import orjson
 import pytest
 
 from clients import Client
+from tests.oracle.plans import reach_plan
 from tests.service.server import ROOT, Server, running_server
 
 CLI = [sys.executable, "-m", "clients.cli"]
 WAIT_S = 30.0  # a bound against hangs only; nothing asserts how long anything takes
-
-
-def reach_plan(roots: str, edges: str) -> dict[str, Any]:
-    """API.md's reachability plan, verbatim but for the table names."""
-    seed = {
-        "op": "select",
-        "input": {"op": "table", "name": roots},
-        "columns": {"root": "node", "node": "node"},
-    }
-    step = {
-        "op": "join",
-        "left": {"op": "var", "name": "reach"},
-        "right": {"op": "table", "name": edges},
-        "on": [["node", "src"]],
-        "columns": {"root": "left.root", "node": "right.dst"},
-    }
-    return {
-        "op": "iterate",
-        "result": "reach",
-        "vars": {"reach": seed},
-        "body": {"reach": {"op": "distinct", "input": {"op": "concat", "inputs": [seed, step]}}},
-    }
 
 
 def count_plan(table: str, by: Sequence[str] = ()) -> dict[str, Any]:

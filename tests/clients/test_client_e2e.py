@@ -32,6 +32,7 @@ from clients import (
     var,
     write_body,
 )
+from tests.oracle.plans import reach_plan as reach_plan_json
 from tests.service.server import Server, running_server
 
 Rows = dict[tuple, int]
@@ -73,28 +74,6 @@ def difference(before: Rows, after: Rows) -> Rows:
     keys = before.keys() | after.keys()
     return {
         k: after.get(k, 0) - before.get(k, 0) for k in keys if after.get(k, 0) != before.get(k, 0)
-    }
-
-
-def reach_plan_json(roots: str, edges: str) -> dict[str, Any]:
-    """API.md's reachability plan, as written there, for tables ``roots`` and ``edges``."""
-    seed = {
-        "op": "select",
-        "input": {"op": "table", "name": roots},
-        "columns": {"root": "node", "node": "node"},
-    }
-    step = {
-        "op": "join",
-        "left": {"op": "var", "name": "reach"},
-        "right": {"op": "table", "name": edges},
-        "on": [["node", "src"]],
-        "columns": {"root": "left.root", "node": "right.dst"},
-    }
-    return {
-        "op": "iterate",
-        "result": "reach",
-        "vars": {"reach": seed},
-        "body": {"reach": {"op": "distinct", "input": {"op": "concat", "inputs": [seed, step]}}},
     }
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "database_at",
     "plans",
     "plans_with_schema",
+    "reach_plan",
     "rows",
     "update_streams",
     "values",
@@ -62,6 +63,30 @@ DOMAINS: dict[str, tuple[Value, ...]] = {
     "string": ("a", "b", "ab", "B", ""),
 }
 """The small value domains of generated data (and of the iterate guards)."""
+
+
+def reach_plan(roots: str = "roots", edges: str = "edges") -> Plan:
+    """API.md's reachability example, as written there but for the two table names: every
+    ``(root, node)`` with ``node`` reachable from a ``root`` over ``edges(src, dst)``."""
+    seed = {
+        "op": "select",
+        "input": {"op": "table", "name": roots},
+        "columns": {"root": "node", "node": "node"},
+    }
+    step = {
+        "op": "join",
+        "left": {"op": "var", "name": "reach"},
+        "right": {"op": "table", "name": edges},
+        "on": [["node", "src"]],
+        "columns": {"root": "left.root", "node": "right.dst"},
+    }
+    return {
+        "op": "iterate",
+        "result": "reach",
+        "vars": {"reach": seed},
+        "body": {"reach": {"op": "distinct", "input": {"op": "concat", "inputs": [seed, step]}}},
+    }
+
 
 _NAMES = ("a", "b", "c", "x", "y", "z")  # output column names of generated nodes
 _VAR_NAMES = ("v", "w")  # few, so that nested iterates often shadow an outer var

@@ -25,6 +25,7 @@ from .evaluate import (
     evaluate,
     schema_of,
 )
+from .plans import reach_plan
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
@@ -591,39 +592,7 @@ def test_node_errors() -> None:
 # ---------------------------------------------------------------------------------------------
 # Iterate
 
-REACH = {
-    "op": "iterate",
-    "result": "reach",
-    "vars": {
-        "reach": {
-            "op": "select",
-            "input": {"op": "table", "name": "roots"},
-            "columns": {"root": "node", "node": "node"},
-        }
-    },
-    "body": {
-        "reach": {
-            "op": "distinct",
-            "input": {
-                "op": "concat",
-                "inputs": [
-                    {
-                        "op": "select",
-                        "input": {"op": "table", "name": "roots"},
-                        "columns": {"root": "node", "node": "node"},
-                    },
-                    {
-                        "op": "join",
-                        "left": {"op": "var", "name": "reach"},
-                        "right": {"op": "table", "name": "edges"},
-                        "on": [["node", "src"]],
-                        "columns": {"root": "left.root", "node": "right.dst"},
-                    },
-                ],
-            },
-        }
-    },
-}
+REACH = reach_plan()
 
 GRAPH = [("roots", [("node", "int")]), ("edges", [("src", "int"), ("dst", "int")])]
 

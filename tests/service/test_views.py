@@ -9,47 +9,8 @@ from collections import defaultdict
 
 import httpx
 
+from tests.oracle.plans import reach_plan
 from tests.service.conftest import assert_error, make_table, row_counts, rows, write
-
-REACH = {
-    "op": "iterate",
-    "result": "reach",
-    "vars": {
-        "reach": {
-            "op": "select",
-            "input": {"op": "table", "name": "ROOTS"},
-            "columns": {"root": "node", "node": "node"},
-        }
-    },
-    "body": {
-        "reach": {
-            "op": "distinct",
-            "input": {
-                "op": "concat",
-                "inputs": [
-                    {
-                        "op": "select",
-                        "input": {"op": "table", "name": "ROOTS"},
-                        "columns": {"root": "node", "node": "node"},
-                    },
-                    {
-                        "op": "join",
-                        "left": {"op": "var", "name": "reach"},
-                        "right": {"op": "table", "name": "EDGES"},
-                        "on": [["node", "src"]],
-                        "columns": {"root": "left.root", "node": "right.dst"},
-                    },
-                ],
-            },
-        }
-    },
-}
-
-
-def reach_plan(roots: str, edges: str) -> dict:
-    import json
-
-    return json.loads(json.dumps(REACH).replace("ROOTS", roots).replace("EDGES", edges))
 
 
 def bfs(roots: set[int], edges: list[tuple[int, int]]) -> set[tuple[int, int]]:
