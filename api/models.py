@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.plan import NODE_FIELDS
+from service.plan import NAME_RE, NODE_FIELDS
 
 __all__ = [
     "ArrangementInfo",
@@ -36,7 +36,7 @@ __all__ = [
 Tick = Annotated[int, Field(ge=0)]
 Time = Tick | Annotated[list[Tick], Field(min_length=1)]  # one coordinate, or several
 ColumnType = Literal["int", "float", "bool", "string"]
-NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"
+NAME = f"^{NAME_RE.pattern}$"  # JSON Schema: ``$`` is the end of the text
 
 
 class Strict(BaseModel):

@@ -54,7 +54,7 @@ class Catalog:
         return v
 
     def _check_new_name(self, name: Any, kind: str) -> str:
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise Invalid(f"{kind} name must match {NAME_RE.pattern}", {"path": "name"}, "bad_name")
         if name in self.tables or name in self.views:
             raise Conflict(f"the name {name!r} is taken", {"name": name}, "name_taken")
@@ -81,7 +81,7 @@ class Catalog:
                     {"path": f"columns[{i}]"},
                     "bad_schema",
                 )
-            if not isinstance(c["name"], str) or not NAME_RE.match(c["name"]):
+            if not isinstance(c["name"], str) or not NAME_RE.fullmatch(c["name"]):
                 raise Invalid(
                     f"columns[{i}].name must match {NAME_RE.pattern}",
                     {"path": f"columns[{i}].name"},

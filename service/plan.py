@@ -32,7 +32,7 @@ from service.errors import Invalid
 
 __all__ = ["NAME_RE", "CompiledPlan", "Domain", "Sources", "compile_plan", "parse_expr"]
 
-NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")  # the whole name: ``fullmatch``
 TYPES = ("int", "float", "bool", "string")
 HOWS = ("inner", "semi", "anti")
 AGG_FNS = ("count", "sum", "min", "max", "count_distinct")
@@ -206,7 +206,7 @@ def _check_columns(c: Collection, names: list[str], path: str) -> None:
 
 
 def _out_name(name: str, path: str) -> None:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise _fail(path, f"column name {name!r} must match {NAME_RE.pattern}")
 
 
@@ -459,7 +459,7 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
         raise _fail(f"{path}.max_iterations", "must be a non-negative integer")
     initial = {}
     for name, p in vars_.items():
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise _fail(f"{path}.vars.{name}", f"var name {name!r} must match {NAME_RE.pattern}")
         initial[name] = _compile(p, env, f"{path}.vars.{name}")
 

@@ -97,6 +97,9 @@ def test_name_taken_is_409(client: httpx.Client, name: str) -> None:
 def test_bad_table_specs_are_422(client: httpx.Client, name: str) -> None:
     bad = [
         {"name": "9bad", "columns": [{"name": "x", "type": "int"}]},
+        {"name": f"{name}\n", "columns": [{"name": "x", "type": "int"}]},  # the whole name
+        {"name": "x" * 64, "columns": [{"name": "x", "type": "int"}]},
+        {"name": name, "columns": [{"name": "x\n", "type": "int"}]},
         {"name": name, "columns": []},
         {"name": name, "columns": [{"name": "x", "type": "decimal"}]},
         {"name": name, "columns": [{"name": "x", "type": "int"}, {"name": "x", "type": "int"}]},
@@ -116,7 +119,8 @@ def test_bad_table_specs_are_422(client: httpx.Client, name: str) -> None:
     ]
     for body in bad:
         assert_error(client.post("/v1/tables", json=body), 422)
-    assert_error(client.get(f"/v1/tables/{name}"), 404)  # nothing was created
+    for created in (name, f"{name}%0A", "x" * 64):  # nothing was created
+        assert_error(client.get(f"/v1/tables/{created}"), 404)
 
 
 def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:

@@ -171,6 +171,10 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
         ),
         ({"op": "filter", "input": {"op": "table", "name": name}, "where": "x"}, "query.where"),
         (
+            {"op": "select", "input": {"op": "table", "name": name}, "columns": {"y\n": "x"}},
+            "query.columns.y\n",
+        ),
+        (
             {
                 "op": "concat",
                 "inputs": [
@@ -237,7 +241,10 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
         r = client.post("/v1/views", json={"name": f"{name}_v", "query": plan})
         err = assert_error(r, 422)
         assert err["detail"]["path"] == path, (plan, err)
-    assert_error(client.get(f"/v1/views/{name}_v"), 404)
+    bad_name = client.post("/v1/views", json={"name": f"{name}_v\n", "query": cases[1][0]})
+    assert assert_error(bad_name, 422)["detail"]["path"] == "name"
+    for created in (f"{name}_v", f"{name}_v%0A"):
+        assert_error(client.get(f"/v1/views/{created}"), 404)
     assert client.get(f"/v1/tables/{name}").json()["readers"] == []
 
 
