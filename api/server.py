@@ -18,6 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from api.app import create_app
+from api.ws import WS_FRAME_BOUND
 from service.settings import Settings
 from service.warmup import start_background
 
@@ -82,7 +83,9 @@ def main(
         app,
         host=settings.host,
         port=settings.port,
-        ws_max_size=settings.max_body_bytes,
+        # a frame over the body limit gets an error frame (api.ws); only one over this
+        # bound is refused by the protocol layer, closing the socket (code 1009)
+        ws_max_size=WS_FRAME_BOUND * settings.max_body_bytes,
         # no permessage-deflate: compressing every small ack took a tenth of the server's
         # time under pipelined writes (BENCHMARKS, "session 21")
         ws_per_message_deflate=False,

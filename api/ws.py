@@ -22,7 +22,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from api.body import parse_json
 from api.routes.tables import submit_write
 from service.codec import nests_deeper
-from service.errors import Invalid, ServiceError
+from service.errors import Invalid, ServiceError, TooLarge
 from service.runtime import Runtime
 from service.writes import WriteCommand
 
@@ -30,6 +30,18 @@ router = APIRouter()
 
 
 _ID_DEPTH = 32  # levels of objects and lists a frame's id may nest (it is echoed back)
+WS_FRAME_BOUND = 4  # frames up to this many times the body limit are read (and refused)
+
+
+def _check_size(raw: str | bytes, limit: int) -> None:
+    """A frame is a write body: over ``--max-body-mb`` it is refused as a body would be."""
+    size = len(raw) if isinstance(raw, bytes) or 4 * len(raw) <= limit else len(raw.encode())
+    if size > limit:
+        raise TooLarge(
+            f"the frame has {size} bytes; the limit is {limit} (--max-body-mb)",
+            {"limit": limit},
+            "body_too_large",
+        )
 
 
 def _frame_id(frame: dict[str, Any]) -> Any:
@@ -87,6 +99,7 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             arrival = time.perf_counter()
             frame_id = None
             try:
+                _check_size(raw, rt.settings.max_body_bytes)
                 frame = parse_json(raw)
                 if not isinstance(frame, dict):
                     raise Invalid(

@@ -3,7 +3,10 @@ primary keys, the columnar form, and bad input that must leave no trace."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
+from websockets.sync.client import connect
 
 from tests.service.conftest import assert_error, make_table, row_counts, write
 
@@ -325,6 +328,19 @@ def test_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
         big = b'{"updates": [' + b" " * (2 * 1024 * 1024) + b"]}"
         assert_error(c.post("/v1/tables/lim/updates", content=big), 413, "body_too_large")
         assert c.get("/v1/tables/lim").json()["rows"] == 0
+        # over WebSocket a frame over the limit is refused by an error frame, as a body
+        # would be, and the socket stays open for the next one
+        with connect(f"{s.ws_url}/v1/tables/lim/updates") as ws:
+            ws.send('{"id": "big", "updates": [' + " " * (2 * 1024 * 1024) + "]}")
+            ws.send(b'{"id": "bytes", "updates": [' + b" " * (1024 * 1024) + b"]}")
+            ws.send(json.dumps({"id": "ok", "updates": [{"insert": {"x": 1}}]}))
+            refused, refused_bytes, ok = (json.loads(ws.recv(timeout=30)) for _ in range(3))
+        for frame in (refused, refused_bytes):
+            assert frame["type"] == "error" and frame["id"] is None
+            assert frame["error"]["code"] == "body_too_large"
+            assert frame["error"]["detail"] == {"limit": 1024 * 1024}
+        assert ok["type"] == "ack" and ok["id"] == "ok" and ok["status"] == "done"
+        assert c.get("/v1/tables/lim").json()["rows"] == 1
 
 
 def test_write_pending_across_view_registration_reports_the_view(
