@@ -25,11 +25,28 @@ def history_frontier(
 
 
 def latest_complete(frontier: Antichain) -> tuple[int, ...] | None:
-    """The default time for reads: one below the meet of the frontier (None if no time is
-    complete yet). A closed frontier has no default (callers use their own)."""
+    """The default time for reads: the greatest complete time below the frontier's
+    coordinate-wise maximum (in one dimension ``F - 1``; for ``[[0, 2], [2, 0]]``, ``(1, 1)``).
+    Where incomparable frontier elements leave several latest complete times there, the
+    lexicographically greatest of them. None if no time is complete yet; a closed frontier has
+    no default (callers use their own). Every answer is also kept by any history window
+    (``history_frontier``): it is at or beyond some ``f - 1``."""
     if frontier.is_empty:
         return None
-    t = frontier.elements.min(axis=0) - 1
-    if (t < 0).any():
+    upper = frontier.elements.max(axis=0) - 1
+    t = np.zeros(frontier.dims, dtype=np.int64)
+    if (upper < 0).any() or not frontier.complete(t.reshape(-1, 1))[0]:
         return None
+    # coordinate by coordinate, the greatest value that keeps a complete time below it (the
+    # complete times are a down-set: bisect)
+    for i in range(frontier.dims):
+        lo, hi = 0, int(upper[i])
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            t[i] = mid
+            if frontier.complete(t.reshape(-1, 1))[0]:
+                lo = mid
+            else:
+                hi = mid - 1
+        t[i] = lo
     return tuple(int(x) for x in t)

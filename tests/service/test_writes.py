@@ -8,7 +8,7 @@ import json
 import httpx
 from websockets.sync.client import connect
 
-from tests.service.conftest import assert_error, make_table, row_counts, write
+from tests.service.conftest import assert_error, make_table, row_counts, rows, write
 
 
 def _count_view(c: httpx.Client, view: str, table: str) -> None:
@@ -298,6 +298,35 @@ def test_two_dimensional_times(client: httpx.Client, name: str) -> None:
         422,
         "bad_time",
     )
+
+
+def test_default_read_on_an_antichain_frontier(client: httpx.Client, name: str) -> None:
+    """Without ``as_of`` a read names the latest complete time: below the frontier
+    ``[[0, 2], [2, 0]]`` that is ``[1, 1]`` (one below the frontier's meet, ``[-1, -1]``,
+    is no time); where several are latest, the lexicographically greatest."""
+    make_table(client, name, [("k", "int")], timing="client", time_dims=2)
+    view = f"{name}_n"
+    plan = {
+        "op": "reduce",
+        "input": {"op": "table", "name": name},
+        "by": [],
+        "aggregates": {"n": {"fn": "count"}},
+    }
+    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    ups = [{"insert": {"k": 1}, "time": [0, 1]}, {"insert": {"k": 2}, "time": [1, 0]}]
+    write(client, name, {"updates": ups, "advance_to": [[0, 2], [2, 0]]})
+    body = rows(client, view)
+    assert body["time"] == [1, 1] and body["frontier"] == [[0, 2], [2, 0]]
+    assert body["rows"] == [{"data": {"n": 2}, "count": 1}]
+    # complete now: everything below [3, 3] but [1, 2] and [2, 2]; latest: [0, 2] and [2, 1]
+    ups = [{"insert": {"k": 3}, "time": [2, 1]}, {"insert": {"k": 4}, "time": [0, 2]}]
+    write(client, name, {"updates": ups, "advance_to": [[0, 3], [1, 2], [3, 0]]})
+    body = rows(client, view)
+    assert body["time"] == [2, 1] and body["rows"] == [{"data": {"n": 3}, "count": 1}]
+    assert rows(client, view, as_of="0,2")["rows"] == [{"data": {"n": 2}, "count": 1}]
+    # one frontier element: one below it
+    write(client, name, {"updates": [], "advance_to": [[4, 5]]})
+    assert rows(client, view)["time"] == [3, 4]
 
 
 def test_compacted_times_are_409_naming_the_range(tmp_path) -> None:  # type: ignore[no-untyped-def]
