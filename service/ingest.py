@@ -57,6 +57,8 @@ class ParsedWrite:
     times: np.ndarray | None  # (d, n), None for server-timed tables
     advance_to: Antichain | None
     time_path: str = "updates[{}].time"  # where update i's time was given, for errors
+    row_path: str = "updates[{}]"  # where update i's row (its key) was given
+    weight_path: str = "updates[{}].weight"  # where update i's weight was given
     size: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -254,7 +256,11 @@ def _parse_columnar(
     if arrays:  # strings are interned once everything else has passed
         data = np.stack([interner.intern_many(a) if isinstance(a, list) else a for a in arrays])
     ops = np.full(n, WEIGHT, dtype=np.int64)
-    return ParsedWrite(ops, data, weights, t_arr, None, time_path)
+    # a row's key errors name its first key column
+    key_column = names[shape.primary_key[0]] if shape.primary_key else names[0]
+    return ParsedWrite(
+        ops, data, weights, t_arr, None, time_path, f"columns.{key_column}[{{}}]", "diff[{}]"
+    )
 
 
 def _check_weight(w: Any, path: str) -> None:
@@ -410,7 +416,7 @@ def _apply_keys(
         current = overlay.get(key, missing)
         if current is missing:
             current = index.get(key)
-        path = f"updates[{i}]"
+        path = parsed.row_path.format(i)
         if op == UPSERT:
             if current is not None:
                 out_rows.append(current)
@@ -444,9 +450,9 @@ def _apply_keys(
                 new = None
             else:
                 raise Invalid(
-                    f"{path}: a table with a primary key holds each key at most once; "
-                    "weight must be 1 or -1",
-                    {"path": f"{path}.weight"},
+                    f"{parsed.weight_path.format(i)}: a table with a primary key holds each key "
+                    "at most once; weight must be 1 or -1",
+                    {"path": parsed.weight_path.format(i)},
                     "bad_weight",
                 )
         overlay[key] = new

@@ -223,6 +223,29 @@ def test_primary_key_semantics(client: httpx.Client, name: str) -> None:
         ),
         422,
     )
+    # the error names where the offending update was given, in either form
+    refused = [
+        (
+            {"updates": [{"upsert": {"id": 5, "v": "x"}}, {"insert": {"id": 1, "v": "y"}}]},
+            "key_present",
+            "updates[1]",
+        ),
+        ({"columns": {"id": [5, 1], "v": ["x", "y"]}}, "key_present", "columns.id[1]"),
+        (
+            {"columns": {"id": [5, 6], "v": ["x", "y"]}, "diff": [1, -1]},
+            "row_absent",
+            "columns.id[1]",
+        ),
+        ({"columns": {"id": [5], "v": ["x"]}, "diff": [2]}, "bad_weight", "diff[0]"),
+        (
+            {"updates": [{"weight": 2, "data": {"id": 5, "v": "x"}}]},
+            "bad_weight",
+            "updates[0].weight",
+        ),
+    ]
+    for body, code, path in refused:
+        err = assert_error(client.post(f"/v1/tables/{name}/updates", json=body), 422, code)
+        assert err["detail"]["path"] == path and err["message"].startswith(path), err
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 2
 
 
