@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import orjson
@@ -13,10 +14,33 @@ __all__ = ["JsonBody", "JsonObject", "parse_json"]
 
 
 def parse_json(raw: bytes | str) -> Any:
+    """The body's value; not JSON is a 400, JSON holding a value no JSON parser here
+    represents (a number beyond double range, a lone surrogate escape) a 422."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if _grammatical(raw):
+            raise Invalid(
+                f"the body is JSON but holds a value that cannot be represented: {exc}",
+                {"path": "body"},
+                "invalid_value",
+            ) from exc
         raise BadRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from exc
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _grammatical(raw: bytes | str) -> bool:
+    """Whether text orjson refused follows JSON's grammar all the same (the standard
+    library's parser, which takes ``1e400`` and ``"\\ud800"``, without its extensions)."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        json.loads(text, parse_constant=_not_json)
+    except (ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
+        return False
+    return True
 
 
 async def read_body(request: Request) -> bytes:

@@ -125,7 +125,14 @@ def test_bad_table_specs_are_422(client: httpx.Client, name: str) -> None:
 
 def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:
     assert_error(client.post("/v1/tables", content=b"{nope"), 400)
+    for not_json in (b'{"name": NaN}', b'{"name": Infinity}', b"[1,]", "[1]".encode("utf-16")):
+        assert_error(client.post("/v1/tables", content=not_json), 400, "invalid_json")
+    assert_error(client.post("/v1/tables", content=b"[" * 5000 + b"]" * 5000), 400)
     assert_error(client.post("/v1/tables", json=[1, 2]), 422)
+    # JSON all the same, but with a value nothing here represents: 422, not 400
+    for unrepresentable in (b'{"name": 1e400}', b'{"name": "\\ud800"}'):
+        err = assert_error(client.post("/v1/tables", content=unrepresentable), 422)
+        assert err["code"] == "invalid_value" and err["detail"] == {"path": "body"}
 
 
 def test_unknown_route_has_error_shape(client: httpx.Client) -> None:
