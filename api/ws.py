@@ -147,8 +147,9 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
         snapshot, progress = _flag(ws, "snapshot"), _flag(ws, "progress")
         sub = await rt.call(lambda: rt.subscribe(name, snapshot, progress, loop))
     except ServiceError as exc:
-        await ws.send_text(orjson.dumps(_error_frame(None, exc)).decode())
-        await ws.close()
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # peer gone
+            await ws.send_text(orjson.dumps(_error_frame(None, exc)).decode())
+            await ws.close()
         return
     heartbeat = rt.settings.heartbeat_s
     try:

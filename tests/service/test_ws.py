@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import socket
+import struct
 import threading
 import time
 from contextlib import ExitStack
@@ -131,6 +135,27 @@ def test_subscribe_unknown_view_is_an_error_frame(server) -> None:  # type: igno
     with connect(f"{server.ws_url}/v1/views/nope/subscribe") as ws:
         f = recv(ws)
     assert f["type"] == "error" and f["error"]["code"] == "not_found"
+
+
+def test_a_peer_gone_before_its_error_frame_leaves_no_traceback(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A subscriber to an unknown view that resets the connection before the error frame
+    (SO_LINGER 0: a reset, not a close) logged an unhandled exception per connection."""
+    with running_server(tmp_path) as s:
+        host, port = s.ws_url.removeprefix("ws://").split(":")
+        for _ in range(5):
+            sock = socket.create_connection((host, int(port)))
+            key = base64.b64encode(os.urandom(16)).decode()
+            sock.sendall(
+                f"GET /v1/views/nope/subscribe HTTP/1.1\r\nHost: {host}\r\n"
+                "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+            )
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+        with connect(f"{s.ws_url}/v1/views/nope/subscribe") as ws:  # served after them
+            assert recv(ws)["error"]["code"] == "not_found"
+        time.sleep(0.5)  # what the server logs after the last reset
+        assert "Traceback" not in "".join(s.stderr)
 
 
 def test_subscribe_with_a_bad_flag_is_an_error_frame(
