@@ -230,9 +230,7 @@ def decode_rows(data: np.ndarray, schema: Schema, interner: StringInterner) -> l
 
 def time_from_wire(value: Any, dims: int, path: str) -> tuple[int, ...]:
     """A wire time as a tuple of ``dims`` non-negative ints."""
-    if dims == 1:
-        if isinstance(value, list) and len(value) == 1:
-            value = value[0]
+    if dims == 1:  # an integer: API.md keeps lists for times of several dimensions
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
             raise Invalid(
                 f"{path} must be a non-negative integer time below 2**63",

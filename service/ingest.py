@@ -249,6 +249,12 @@ def _parse_columnar(
             t_arr, time_path = _row_times(value, shape), "time[{}]"
         elif n == 0 and value == []:
             t_arr = np.zeros((shape.dims, 0), dtype=np.int64)  # one time per row, for no rows
+        elif isinstance(value, list) and (
+            shape.dims == 1 or any(isinstance(v, list) for v in value)
+        ):
+            raise _invalid(
+                "time", f"must be one time, or a list of {n} times (one per row)", "bad_time"
+            )
         else:
             t_arr = np.repeat(np.array([_time(value, shape, "time")], np.int64).T, n, axis=1)
     elif shape.timing == "client":

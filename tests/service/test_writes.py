@@ -288,6 +288,17 @@ def test_columnar_form(client: httpx.Client, name: str) -> None:
         422,
         "wrong_columns",
     )
+    # a time of one dimension is an integer; a list of times has one per row
+    refused = [
+        ({"updates": [{"insert": {"k": "a", "v": 1.0}, "time": [4]}]}, "updates[0].time"),
+        ({"updates": [{"insert": {"k": "a", "v": 1.0}}], "time": [4]}, "time"),
+        ({"columns": {"k": ["a", "b"], "v": [1.0, 2.0]}, "time": [4]}, "time"),
+        ({"columns": {"k": ["a"], "v": [1.0]}, "time": [[4]]}, "time[0]"),
+        ({"updates": [], "advance_to": [[9]]}, "advance_to[0]"),
+    ]
+    for body, path in refused:
+        err = assert_error(client.post(f"/v1/tables/{name}/updates", json=body), 422, "bad_time")
+        assert err["detail"]["path"] == path, (body, err)
 
 
 def test_two_dimensional_times(client: httpx.Client, name: str) -> None:
