@@ -34,8 +34,12 @@ def latest_complete(frontier: Antichain) -> tuple[int, ...] | None:
     if frontier.is_empty:
         return None
     upper = frontier.elements.max(axis=0) - 1
+    if (upper < 0).any():
+        return None
+    if frontier.complete(upper.reshape(-1, 1))[0]:  # one element, or one dimension: the usual
+        return tuple(int(x) for x in upper)
     t = np.zeros(frontier.dims, dtype=np.int64)
-    if (upper < 0).any() or not frontier.complete(t.reshape(-1, 1))[0]:
+    if not frontier.complete(t.reshape(-1, 1))[0]:
         return None
     # coordinate by coordinate, the greatest value that keeps a complete time below it (the
     # complete times are a down-set: bisect)

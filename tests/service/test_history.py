@@ -1,0 +1,56 @@
+"""The default read time (``service.history.latest_complete``) against an enumeration."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import Antichain
+from service.history import latest_complete
+
+
+def enumerated(frontier: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The lexicographically greatest complete time below the frontier's maximum."""
+    upper = np.max(frontier, axis=0) - 1
+    if (upper < 0).any():
+        return None
+    complete = [
+        t
+        for t in itertools.product(*(range(int(u) + 1) for u in upper))
+        if not any(all(a >= b for a, b in zip(t, f, strict=True)) for f in frontier)
+    ]
+    return max(complete, default=None)
+
+
+@st.composite
+def frontiers(draw: st.DrawFn) -> list[tuple[int, ...]]:
+    d = draw(st.integers(1, 3))
+    times = draw(st.sets(st.tuples(*[st.integers(0, 5)] * d), min_size=1, max_size=4))
+    return [  # the minimal ones: an antichain
+        f
+        for f in times
+        if not any(g != f and all(a <= b for a, b in zip(g, f, strict=True)) for g in times)
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(frontiers())
+def test_latest_complete_is_the_greatest_complete_time(frontier: list[tuple[int, ...]]) -> None:
+    got = latest_complete(Antichain(np.array(frontier, dtype=np.int64), len(frontier[0])))
+    assert got == enumerated(frontier)
+
+
+def test_examples() -> None:
+    def at(*elements: tuple[int, ...]) -> tuple[int, ...] | None:
+        return latest_complete(Antichain(np.array(elements, dtype=np.int64), len(elements[0])))
+
+    assert at((8,)) == (7,) and at((0,)) is None
+    assert at((4, 5)) == (3, 4)  # one element: one below it
+    assert at((0, 2), (2, 0)) == (1, 1)  # one below the meet would be (-1, -1)
+    assert at((0, 3), (1, 2), (3, 0)) == (2, 1)  # several latest: (0, 2) and (2, 1)
+    assert at((0, 2)) is None  # complete times, but none below the maximum's every coordinate
+    assert at((2**62, 2**62)) == (2**62 - 1, 2**62 - 1)
+    assert latest_complete(Antichain.closed(2)) is None
