@@ -19,6 +19,7 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from api.ws import WS_FRAME_BOUND
+from service.errors import SettingsError
 from service.settings import Settings
 from service.warmup import start_background
 
@@ -62,17 +63,21 @@ def main(
     history: int | None = None,
     warmup: bool | None = None,
 ) -> None:
-    settings = Settings.from_env(
-        host=host,
-        port=port,
-        data_dir=data_dir,
-        max_body_mb=max_body_mb,
-        max_batch=max_batch,
-        subscriber_buffer=subscriber_buffer,
-        heartbeat_s=heartbeat_s,
-        history=history,
-        warmup=warmup,
-    )
+    try:
+        settings = Settings.from_env(
+            host=host,
+            port=port,
+            data_dir=data_dir,
+            max_body_mb=max_body_mb,
+            max_batch=max_batch,
+            subscriber_buffer=subscriber_buffer,
+            heartbeat_s=heartbeat_s,
+            history=history,
+            warmup=warmup,
+        )
+    except SettingsError as exc:
+        print(f"difflow: {exc.message}", file=sys.stderr)
+        raise SystemExit(2) from None
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

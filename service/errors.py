@@ -9,7 +9,8 @@ One hierarchy, each class with a wire ``code`` and an HTTP ``status``::
      ├── TooLarge        413  too_large        body or batch over the configured limit
      ├── Invalid         422  invalid          JSON that does not fit: columns, types, plans
      ├── LoadError       422  load_failed      a Spark load that cannot run (see .code)
-     └── WarmupError     500  warmup_failed    the kernel warm-up got an unexpected answer
+     ├── WarmupError     500  warmup_failed    the kernel warm-up got an unexpected answer
+     └── SettingsError   --   bad_setting      a flag or DIFFLOW_* value the server cannot use
 
 ``message`` says what was wrong and how to fix it; ``detail`` is JSON-able context (for
 plans, ``{"path": "query.body.reach.left"}``).
@@ -26,6 +27,7 @@ __all__ = [
     "LoadError",
     "NotFound",
     "ServiceError",
+    "SettingsError",
     "TooLarge",
     "WarmupError",
 ]
@@ -89,3 +91,10 @@ class WarmupError(ServiceError):
     """The kernel warm-up's workload (``service.warmup``) got an answer it did not expect."""
 
     code = "warmup_failed"
+
+
+class SettingsError(ServiceError):
+    """A setting (flag or ``DIFFLOW_*`` variable) that does not parse or is out of range: the
+    server does not start, and says which."""
+
+    code = "bad_setting"

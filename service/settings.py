@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from service.errors import SettingsError
+
 __all__ = ["Settings"]
 
 
@@ -34,14 +36,25 @@ class Settings:
     def __post_init__(self) -> None:
         # resolved once, against the directory the server starts in
         object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
+        for name, (least, most) in _RANGES.items():
+            value = getattr(self, name)
+            if not least <= value <= most:
+                bound = f"from {least} to {most}" if most != _NO_MOST else f"at least {least}"
+                where = f"DIFFLOW_{name.upper()}"
+                if name in _FLAGS:
+                    where = f"--{name.replace('_', '-')} / {where}"
+                raise SettingsError(
+                    f"{name} ({where}) must be {bound}, not {value}", {"setting": name}
+                )
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
-        """Defaults, then ``DIFFLOW_<FIELD>`` variables, then explicit (non-None) overrides."""
+        """Defaults, then ``DIFFLOW_<FIELD>`` variables, then explicit (non-None) overrides
+        (a variable a flag overrides is not read)."""
         values: dict[str, object] = {}
         for f in fields(cls):
             raw = os.environ.get(f"DIFFLOW_{f.name.upper()}")
-            if raw is not None:
+            if raw is not None and overrides.get(f.name) is None:
                 values[f.name] = _convert(f.name, raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
         if "data_dir" in values:
@@ -53,14 +66,45 @@ class Settings:
         return self.max_body_mb * 1024 * 1024
 
 
+_FLAGS = {"port", "history", "max_body_mb", "max_batch", "subscriber_buffer", "heartbeat_s"}
+_NO_MOST = float("inf")
+# the numeric settings' bounds (inclusive); port 0 picks a free port
+_RANGES: dict[str, tuple[float, float]] = {
+    "port": (0, 65_535),
+    "history": (1, _NO_MOST),
+    "max_body_mb": (1, _NO_MOST),
+    "max_batch": (1, _NO_MOST),
+    "subscriber_buffer": (1, _NO_MOST),
+    "heartbeat_s": (0.001, _NO_MOST),
+    "snapshot_frame_rows": (1, _NO_MOST),
+    "completions_kept": (1, _NO_MOST),
+    "iterate_round_limit": (1, _NO_MOST),
+    "load_workers": (1, _NO_MOST),
+    "load_chunk_rows": (1, _NO_MOST),
+}
+
+
 def _convert(name: str, raw: str) -> object:
     default = getattr(Settings(), name)
+    variable = f"DIFFLOW_{name.upper()}"
     if isinstance(default, bool):
-        return raw.lower() in ("1", "true", "yes")
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
+        if raw.strip().lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.strip().lower() in ("0", "false", "no", "off"):
+            return False
+        raise SettingsError(
+            f"{variable} must be true or false (1/0, yes/no, on/off), not {raw!r}",
+            {"setting": name},
+        )
+    kind = type(default)
+    if kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise SettingsError(
+                f"{variable} must be {what}, not {raw!r}", {"setting": name}
+            ) from None
     if isinstance(default, Path):
         return Path(raw)
     return raw
