@@ -14,7 +14,8 @@ Semantics (documented in the README):
 * int arithmetic wraps at 64 bits; an int and a float combine as floats.
 * strings compare by code point; ``length``/``lower``/``upper``/``concat`` act on the text.
 * ``cast`` follows Python: ``int(3.7) == 3``, ``str(True) == "True"``, ``bool("") is False``;
-  a string that does not parse casts to 0 / 0.0.
+  a string that does not parse casts to 0 / 0.0, digits beyond 64 bits wrap; a float cast
+  to int saturates at +-9.2e18 (infinities too; NaN casts to 0).
 * ``hash`` is a stable int64 (see :func:`stable_hash`): the same on every run and machine.
 """
 
@@ -470,16 +471,23 @@ def _make_hash(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Cal
     return run
 
 
+_CAST_INT_LIMIT = 9.2e18  # a float cast to int saturates here (the greatest such below 2**63)
+
+
 def _parse(kind: type, s: str) -> object:
     try:
-        return kind(s.strip())
+        value = kind(s.strip())
     except ValueError:
         return kind(0)
+    if kind is int:  # digits beyond 64 bits wrap, as int arithmetic does
+        return (value + 2**63) % 2**64 - 2**63
+    return value
 
 
 def _float_to_int(x: np.ndarray) -> np.ndarray:
-    x = np.nan_to_num(x, nan=0.0, posinf=9.2e18, neginf=-9.2e18)
-    return np.trunc(x).astype(np.int64)
+    """Truncated toward zero, saturating at +-``_CAST_INT_LIMIT`` (infinities too; NaN: 0)."""
+    x = np.nan_to_num(x, nan=0.0, posinf=_CAST_INT_LIMIT, neginf=-_CAST_INT_LIMIT)
+    return np.trunc(np.clip(x, -_CAST_INT_LIMIT, _CAST_INT_LIMIT)).astype(np.int64)
 
 
 def _make_cast(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Callable:

@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import httpx
 
+from tests.oracle.evaluate import CAST_INT_LIMIT, INT_MAX, INT_MIN, wrap64
 from tests.oracle.plans import reach_plan
 from tests.service.conftest import assert_error, make_table, row_counts, rows, write
 
@@ -271,3 +272,37 @@ def test_a_plan_too_deep_to_echo_is_refused_and_the_listing_still_works(
     assert listed.status_code == 200
     assert f"{name}_ok" in [v["name"] for v in listed.json()["views"]]
     assert client.delete(f"/v1/views/{name}_ok").status_code == 204
+
+
+def test_casts_at_the_edges_give_values_not_a_failed_view(client: httpx.Client, name: str) -> None:
+    """A numeric string beyond 64 bits failed the view (OverflowError: the write was taken,
+    the view and its readers failed, and registering it again failed on the stored row);
+    finite floats beyond 2**63 cast to the least int. As the oracle: strings wrap, floats
+    saturate at +-9.2e18."""
+    make_table(client, name, [("s", "string"), ("f", "float")])
+    cast = {
+        "i": {"fn": "cast", "args": ["s"], "to": "int"},
+        "j": {"fn": "cast", "args": ["f"], "to": "int"},
+        "k": {"fn": "cast", "args": [{"fn": "div", "args": ["f", 0.0]}], "to": "int"},
+    }
+    plan = {"op": "select", "input": {"op": "table", "name": name}, "columns": cast}
+    assert client.post("/v1/views", json={"name": f"{name}_a", "query": plan}).status_code == 201
+    cases = [  # s, f, then the expected i, j and k (f / 0.0: +-inf or NaN)
+        (
+            "99999999999999999999",
+            1e19,
+            wrap64(99999999999999999999),
+            CAST_INT_LIMIT,
+            CAST_INT_LIMIT,
+        ),
+        ("9223372036854775808", -1e300, INT_MIN, -CAST_INT_LIMIT, -CAST_INT_LIMIT),
+        ("-9223372036854775809", 0.0, INT_MAX, 0, 0),
+        (" 12 ", -3.7, 12, -3, -CAST_INT_LIMIT),
+    ]
+    body = write(client, name, {"updates": [{"insert": {"s": s, "f": f}} for s, f, *_ in cases]})
+    assert "failed_views" not in body
+    expected = {(("i", i), ("j", j), ("k", k)): 1 for _, _, i, j, k in cases}
+    assert row_counts(client, f"{name}_a") == expected
+    # registered on the stored rows (hydration) too
+    assert client.post("/v1/views", json={"name": f"{name}_b", "query": plan}).status_code == 201
+    assert row_counts(client, f"{name}_b") == expected
