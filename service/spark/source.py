@@ -166,7 +166,9 @@ def _load_error(exc: Exception, source: Source, what: str, where: str | None) ->
                 detail={"where": where},
             )
         return Invalid(
-            f"where {where!r} is not a valid predicate: {summary}", detail={"path": "where"}
+            f"where {where!r} is not a valid predicate: {summary}",
+            detail={"path": "where"},
+            code="invalid_where",
         )
     if condition in ("PATH_NOT_FOUND", "TABLE_OR_VIEW_NOT_FOUND") or condition.startswith(
         ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND")
@@ -182,7 +184,7 @@ def _load_error(exc: Exception, source: Source, what: str, where: str | None) ->
             f"{what} cannot be read: {summary}", code="source_unreadable", detail={"source": what}
         )
     field = "source.sql" if isinstance(source, SqlSource) else "source.table"
-    return Invalid(f"{what} is not valid: {summary}", detail={"path": field})
+    return Invalid(f"{what} is not valid: {summary}", detail={"path": field}, code="invalid_source")
 
 
 def _describe_source(source: Source) -> str:

@@ -225,7 +225,7 @@ def test_bad_where(write_parquet: Any, plan: Any) -> None:
     path = write_parquet({"src": [1], "dst": [2]})
     with pytest.raises(Invalid) as invalid:
         plan({"source": {"path": path}, "where": "src >"}, EDGES)
-    assert invalid.value.detail == {"path": "where"}
+    assert invalid.value.detail == {"path": "where"} and invalid.value.code == "invalid_where"
     error = load_error(plan, {"source": {"path": path}, "where": "weight > 0"}, EDGES)
     assert error.code == "column_missing"
     assert "weight" in error.message
@@ -235,6 +235,7 @@ def test_bad_sql(spark: Any, plan: Any) -> None:
     with pytest.raises(Invalid) as invalid:
         plan({"source": {"sql": "SELECT src dst FROM"}}, EDGES)
     assert invalid.value.detail == {"path": "source.sql"}
+    assert invalid.value.code == "invalid_source"
     spark.createDataFrame([(1, 2)], "src long, dst long").write.saveAsTable("kept")
     try:
         with pytest.raises(Invalid):
