@@ -154,7 +154,10 @@ class LoopRegion(Operator):
         inner.region = self
         self.variables = list(variables)
         self.max_iterations = max_iterations
-        self.round_limit = round_limit
+        # a bound the plan gives is the plan's: it is not a failure to converge
+        self.round_limit = (
+            round_limit if max_iterations is None else max(round_limit, max_iterations + 1)
+        )
         self.results: dict[str, UpdateBatch | None] = {v.name: None for v in self.variables}
         self.prev_frontier = Antichain.minimum(self.dims)
         self._rest_of = self.prev_frontier

@@ -51,6 +51,11 @@ def test_divergence_is_contained(tmp_path) -> None:  # type: ignore[no-untyped-d
         assert "40 rounds" in err["message"]
         assert_error(c.get("/v1/views/up"), 404)
         assert c.get("/v1/tables/lim").json()["readers"] == []
+        # a bound the plan gives is kept, beyond the limit too: not a failure to converge
+        bounded = {"name": "up60", "query": {**COUNT_UP, "max_iterations": 60}}
+        assert c.post("/v1/views", json=bounded).status_code == 201
+        assert row_counts(c, "up60") == {(("n", n),): 1 for n in range(61)}
+        assert c.delete("/v1/views/up60").status_code == 204
 
         write(c, "lim", {"updates": [{"upsert": {"id": 1, "max": 3}}]})
         assert c.post("/v1/views", json={"name": "up", "query": COUNT_UP}).status_code == 201
