@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.plan import NAME_RE, NODE_FIELDS
 
 __all__ = [
+    "ERRORS",
     "ArrangementInfo",
     "ColumnSpec",
     "ErrorBody",
@@ -30,6 +31,7 @@ __all__ = [
     "WriteBody",
     "WriteDone",
     "WritePending",
+    "error_responses",
     "request_schema",
 ]
 
@@ -178,6 +180,15 @@ class ErrorDetail(Strict):
 
 class ErrorBody(Strict):
     error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for an endpoint's error answers, with 503: any request that
+    waits on the engine may get it from a server shutting down."""
+    return {s: {"model": ErrorBody} for s in (*statuses, 503)}
+
+
+ERRORS = error_responses(400, 404, 409, 413, 422)  # an endpoint taking a body and a name
 
 
 class LoadSource(Strict):

@@ -35,7 +35,8 @@ class _Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         runtime = getattr(self.app.state, "runtime", None)
-        if runtime is not None:  # subscribers hear why before their connections go
+        if runtime is not None:  # requests waiting on the engine get their 503 now, and
+            runtime.begin_shutdown()  # subscribers hear why before their connections go
             runtime.close_subscribers("server shutting down")
             await asyncio.sleep(SUBSCRIBER_FLUSH_S)
         await super().shutdown(sockets)

@@ -9,6 +9,7 @@ One hierarchy, each class with a wire ``code`` and an HTTP ``status``::
      ├── TooLarge        413  too_large        body or batch over the configured limit
      ├── Invalid         422  invalid          JSON that does not fit: columns, types, plans
      ├── LoadError       422  load_failed      a Spark load that cannot run (see .code)
+     ├── Unavailable     503  unavailable      the server is shutting down
      ├── WarmupError     500  warmup_failed    the kernel warm-up got an unexpected answer
      └── SettingsError   --   bad_setting      a flag or DIFFLOW_* value the server cannot use
 
@@ -29,6 +30,7 @@ __all__ = [
     "ServiceError",
     "SettingsError",
     "TooLarge",
+    "Unavailable",
     "WarmupError",
 ]
 
@@ -85,6 +87,14 @@ class LoadError(ServiceError):
 
     status = 422
     code = "load_failed"
+
+
+class Unavailable(ServiceError):
+    """The server is shutting down: the request was not taken, or its answer was not waited
+    for (``code`` ``shutting_down``)."""
+
+    status = 503
+    code = "unavailable"
 
 
 class WarmupError(ServiceError):

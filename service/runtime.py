@@ -30,7 +30,7 @@ from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, con
 from engine.lattice import time_tuples
 from service.catalog import Catalog
 from service.codec import decode_rows, frontier_to_wire, time_to_wire
-from service.errors import NotFound, ServiceError
+from service.errors import NotFound, ServiceError, Unavailable
 from service.ingest import TableShape, stage_write
 from service.metrics import Metrics
 from service.settings import Settings
@@ -41,6 +41,7 @@ from service.writes import CompletionStore, WriteCommand, WriteState
 __all__ = ["Runtime"]
 
 log = logging.getLogger("difflow.runtime")
+STOP_WAIT_S = 5.0  # how long a stopping server waits for the engine's step in progress
 T = TypeVar("T")
 
 
@@ -64,6 +65,7 @@ class Runtime:
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
+        self._waits: set[asyncio.Future] = set()  # requests awaiting the engine (event loop)
         self.steps = 0
 
     @property
@@ -74,11 +76,20 @@ class Runtime:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def begin_shutdown(self) -> None:
+        """(event loop) Take no more work, and answer every request still awaiting the
+        engine with 503 ``shutting_down`` now: a long step (a big view's first contents, say)
+        need not hold the shutdown, nor have its request cut off without an answer."""
         with self._cv:
             self._stopping = True
             self._cv.notify()
-        self._thread.join(timeout=30)
+        for waiting in list(self._waits):
+            waiting.cancel()
+
+    def stop(self) -> None:
+        self.begin_shutdown()
+        # what the engine holds is in memory only: a step still running is not waited for long
+        self._thread.join(timeout=STOP_WAIT_S)
         self.close_subscribers("server shutting down")
 
     @property
@@ -92,7 +103,23 @@ class Runtime:
         return cmd.future
 
     async def call(self, fn: Callable[[], T]) -> T:
-        return await asyncio.wrap_future(self.submit(fn))
+        return await self.settled(self.submit(fn))
+
+    async def settled(self, future: Future) -> Any:
+        """(event loop) ``future``'s result, or 503 ``shutting_down`` when the server stops
+        waiting for it (the engine's future itself is left alone: it is not cancelled)."""
+        waiting = asyncio.shield(asyncio.wrap_future(future))
+        self._waits.add(waiting)
+        try:
+            return await waiting
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            raise Unavailable(
+                "the server shut down before this request finished", code="shutting_down"
+            ) from None
+        finally:
+            self._waits.discard(waiting)
 
     def submit_write(self, cmd: WriteCommand) -> WriteCommand:
         self._enqueue(cmd)
@@ -101,7 +128,7 @@ class Runtime:
     def _enqueue(self, item: WriteCommand | _Control) -> None:
         with self._cv:
             if self._stopping:
-                raise ServiceError("the server is shutting down", code="shutting_down")
+                raise Unavailable("the server is shutting down", code="shutting_down")
             self._queue.append(item)
             self._cv.notify()
 

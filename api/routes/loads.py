@@ -7,20 +7,25 @@ path, a missing or mistyped column) ends the job as ``failed`` with the error's 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 
 from api.body import JsonObject
 from api.deps import RuntimeDep
-from api.models import ErrorBody, LoadCreate, LoadList, LoadPublic, LoadQueued, request_schema
+from api.models import (
+    ERRORS,
+    ErrorBody,
+    LoadCreate,
+    LoadList,
+    LoadPublic,
+    LoadQueued,
+    request_schema,
+)
 from api.responses import JSONResponse
 from service.loads import LoadManager
 
 router = APIRouter(prefix="/v1", tags=["loads"])
-ERRORS: dict[int | str, dict[str, Any]] = {
-    s: {"model": ErrorBody} for s in (400, 404, 409, 413, 422)
-}
 
 
 async def get_loads(request: Request) -> LoadManager:

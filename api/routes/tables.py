@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 from api.body import JsonObject, parse_json, read_body
 from api.deps import RuntimeDep
 from api.models import (
+    ERRORS,
     ErrorBody,
     TableCreate,
     TableList,
@@ -18,6 +19,7 @@ from api.models import (
     WriteBody,
     WriteDone,
     WritePending,
+    error_responses,
     request_schema,
 )
 from api.responses import JSONResponse
@@ -28,9 +30,6 @@ from service.runtime import Runtime
 from service.writes import WriteCommand
 
 router = APIRouter(prefix="/v1", tags=["tables"])
-ERRORS: dict[int | str, dict[str, Any]] = {
-    s: {"model": ErrorBody} for s in (400, 404, 409, 413, 422)
-}
 PARSE_IN_THREAD_BYTES = 256 * 1024  # bodies larger than this are parsed off the event loop
 
 
@@ -51,7 +50,9 @@ async def create_table(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
     return JSONResponse(desc, status_code=201)
 
 
-@router.get("/tables", response_model=None, responses={200: {"model": TableList}})
+@router.get(
+    "/tables", response_model=None, responses={200: {"model": TableList}, **error_responses()}
+)
 async def list_tables(rt: RuntimeDep) -> JSONResponse:
     tables = await rt.call(lambda: [t.describe() for t in rt.catalog.tables.values()])
     return JSONResponse({"tables": tables})
@@ -108,9 +109,9 @@ async def write(name: str, request: Request, rt: RuntimeDep, wait: bool = True) 
         raise Invalid("the body must be a JSON object", {"path": "body"}, "not_an_object")
     cmd = await submit_write(rt, name, body, arrival, len(raw) > PARSE_IN_THREAD_BYTES)
     if not wait:
-        await asyncio.wrap_future(cmd.accepted)
+        await rt.settled(cmd.accepted)
         return JSONResponse(pending_body(rt, cmd), status_code=202)
-    result = await asyncio.wrap_future(cmd.stepped)
+    result = await rt.settled(cmd.stepped)
     return JSONResponse(result, status_code=200 if result["status"] == "done" else 202)
 
 

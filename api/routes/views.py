@@ -8,16 +8,21 @@ from fastapi import APIRouter, Query, Response
 
 from api.body import JsonObject
 from api.deps import RuntimeDep
-from api.models import ErrorBody, RowsPublic, ViewCreate, ViewList, ViewPublic, request_schema
+from api.models import (
+    ERRORS,
+    RowsPublic,
+    ViewCreate,
+    ViewList,
+    ViewPublic,
+    error_responses,
+    request_schema,
+)
 from api.responses import JSONResponse
 from service.errors import Invalid
 
 AS_OF = r"^[0-9]+(,[0-9]+)*$"  # a time: T, or T1,T2 for several coordinates
 
 router = APIRouter(prefix="/v1", tags=["views"])
-ERRORS: dict[int | str, dict[str, Any]] = {
-    s: {"model": ErrorBody} for s in (400, 404, 409, 413, 422)
-}
 
 
 @router.post(
@@ -49,7 +54,9 @@ async def create_view(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
     return JSONResponse(await rt.call(create), status_code=201)
 
 
-@router.get("/views", response_model=None, responses={200: {"model": ViewList}})
+@router.get(
+    "/views", response_model=None, responses={200: {"model": ViewList}, **error_responses()}
+)
 async def list_views(rt: RuntimeDep) -> JSONResponse:
     views = await rt.call(lambda: [rt.catalog.describe_view(v) for v in rt.catalog.views.values()])
     return JSONResponse({"views": views})

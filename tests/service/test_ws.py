@@ -14,7 +14,7 @@ from contextlib import ExitStack
 import httpx
 from websockets.sync.client import connect
 
-from tests.service.conftest import make_table, write
+from tests.service.conftest import assert_error, make_table, row_counts, write
 from tests.service.rawws import StalledPeer
 from tests.service.server import running_server
 
@@ -268,3 +268,71 @@ def test_sigterm_closes_subscribers_and_exits_cleanly(tmp_path) -> None:  # type
             closed = recv(ws, timeout=20)
             assert closed == {"type": "closed", "seq": 2, "reason": "server shutting down"}
         assert s.process.wait(timeout=20) == 0
+
+
+def nested_counters(table: str, depth: int) -> dict:
+    """Iterates nested ``depth`` deep, each counting 0, 1, 2 from the one outside it: the
+    same answer at every depth, in about four times the rounds for each level more."""
+
+    def level(d: int) -> dict:
+        start = {"op": "var", "name": f"v{d - 1}"} if d else {"op": "table", "name": table}
+        if d == depth:
+            return start
+        step = {
+            "op": "filter",
+            "input": {
+                "op": "select",
+                "input": {"op": "var", "name": f"v{d}"},
+                "columns": {"n": {"fn": "add", "args": ["n", 1]}},
+            },
+            "where": {"fn": "lt", "args": ["n", 3]},
+        }
+        body = {"op": "distinct", "input": {"op": "concat", "inputs": [level(d + 1), step]}}
+        return {
+            "op": "iterate",
+            "vars": {f"v{d}": start},
+            "body": {f"v{d}": body},
+            "result": f"v{d}",
+        }
+
+    return level(0)
+
+
+def test_sigterm_answers_requests_waiting_on_a_long_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A view whose first contents take minutes keeps the engine busy when SIGTERM comes:
+    its request and a write queued behind it are answered 503 ``shutting_down`` in the
+    error shape (they were cut off with a plain-text 500 after a 10 s grace), and the
+    server exits cleanly without finishing the step."""
+    import signal
+
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "t", [("n", "int")])
+        make_table(c, "other", [("k", "int")])
+        write(c, "t", {"updates": [{"insert": {"n": 0}}]})
+        small = {"name": "small", "query": nested_counters("t", 2)}
+        assert c.post("/v1/views", json=small).status_code == 201
+        assert row_counts(c, "small") == {(("n", n),): 1 for n in range(3)}
+        answers: dict[str, httpx.Response] = {}
+
+        def post(key: str, path: str, body: dict) -> None:
+            with s.client() as own:
+                answers[key] = own.post(path, json=body)
+
+        big = {"name": "big", "query": nested_counters("t", 12)}
+        threads = [threading.Thread(target=post, args=("view", "/v1/views", big))]
+        threads[0].start()
+        time.sleep(1.0)  # the view's step has begun
+        behind = {"updates": [{"insert": {"k": 1}}]}
+        threads.append(
+            threading.Thread(target=post, args=("write", "/v1/tables/other/updates", behind))
+        )
+        threads[1].start()
+        time.sleep(0.5)
+        assert set(answers) == set()  # both wait on the engine
+        s.process.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(timeout=60)
+        for key in ("view", "write"):
+            assert_error(answers[key], 503, "shutting_down")
+        assert s.process.wait(timeout=60) == 0
+        assert "Traceback" not in "".join(s.stderr)
