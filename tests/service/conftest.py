@@ -40,6 +40,18 @@ def make_table(c: httpx.Client, name: str, columns: list[tuple[str, str]], **ext
     return r.json()
 
 
+def make_count_view(c: httpx.Client, view: str, table: str, by: tuple[str, ...] = ()) -> None:
+    """``view``: the rows of ``table`` counted (``n``) per ``by``."""
+    plan = {
+        "op": "reduce",
+        "input": {"op": "table", "name": table},
+        "by": list(by),
+        "aggregates": {"n": {"fn": "count"}},
+    }
+    r = c.post("/v1/views", json={"name": view, "query": plan})
+    assert r.status_code == 201, r.text
+
+
 def write(c: httpx.Client, table: str, body: dict, status: int = 200, **params: object) -> dict:
     r = c.post(f"/v1/tables/{table}/updates", json=body, params=params)
     assert r.status_code == status, r.text

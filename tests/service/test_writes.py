@@ -4,27 +4,24 @@ primary keys, the columnar form, and bad input that must leave no trace."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 from websockets.sync.client import connect
 
-from tests.service.conftest import assert_error, make_table, row_counts, rows, write
-
-
-def _count_view(c: httpx.Client, view: str, table: str) -> None:
-    plan = {
-        "op": "reduce",
-        "input": {"op": "table", "name": table},
-        "by": ["k"],
-        "aggregates": {"n": {"fn": "count"}},
-    }
-    r = c.post("/v1/views", json={"name": view, "query": plan})
-    assert r.status_code == 201, r.text
+from tests.service.conftest import (
+    assert_error,
+    make_count_view,
+    make_table,
+    row_counts,
+    rows,
+    write,
+)
 
 
 def test_server_timed_write_returns_outputs_and_latency(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("k", "string"), ("v", "int")])
-    _count_view(client, f"{name}_n", name)
+    make_count_view(client, f"{name}_n", name, ("k",))
     body = write(
         client, name, {"updates": [{"insert": {"k": "a", "v": 1}}, {"insert": {"k": "a", "v": 2}}]}
     )
@@ -44,7 +41,7 @@ def test_server_timed_write_returns_outputs_and_latency(client: httpx.Client, na
 
 def test_client_timed_pending_then_done(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("k", "string"), ("v", "int")], timing="client")
-    _count_view(client, f"{name}_n", name)
+    make_count_view(client, f"{name}_n", name, ("k",))
     r = client.post(
         f"/v1/tables/{name}/updates", json={"updates": [{"insert": {"k": "x", "v": 1}, "time": 5}]}
     )
@@ -65,7 +62,7 @@ def test_client_timed_pending_then_done(client: httpx.Client, name: str) -> None
 
 def test_write_that_advances_its_own_frontier_is_done(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("k", "string"), ("v", "int")], timing="client")
-    _count_view(client, f"{name}_n", name)
+    make_count_view(client, f"{name}_n", name, ("k",))
     body = write(
         client,
         name,
@@ -129,7 +126,7 @@ def test_time_before_frontier_and_backwards_frontier_are_409(
 
 def test_one_bad_row_rejects_the_whole_batch(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("k", "string"), ("v", "int")])
-    _count_view(client, f"{name}_n", name)
+    make_count_view(client, f"{name}_n", name, ("k",))
     write(client, name, {"updates": [{"insert": {"k": "a", "v": 1}}]})
     before_table = client.get(f"/v1/tables/{name}").json()
     before_view = row_counts(client, f"{name}_n")
@@ -224,7 +221,7 @@ def test_primary_key_semantics(client: httpx.Client, name: str) -> None:
         422,
     )
     # the error names where the offending update was given, in either form
-    refused = [
+    refused: list[tuple[dict[str, Any], str, str]] = [
         (
             {"updates": [{"upsert": {"id": 5, "v": "x"}}, {"insert": {"id": 1, "v": "y"}}]},
             "key_present",
@@ -289,14 +286,14 @@ def test_columnar_form(client: httpx.Client, name: str) -> None:
         "wrong_columns",
     )
     # a time of one dimension is an integer; a list of times has one per row
-    refused = [
+    bad_times: list[tuple[dict[str, Any], str]] = [
         ({"updates": [{"insert": {"k": "a", "v": 1.0}, "time": [4]}]}, "updates[0].time"),
         ({"updates": [{"insert": {"k": "a", "v": 1.0}}], "time": [4]}, "time"),
         ({"columns": {"k": ["a", "b"], "v": [1.0, 2.0]}, "time": [4]}, "time"),
         ({"columns": {"k": ["a"], "v": [1.0]}, "time": [[4]]}, "time[0]"),
         ({"updates": [], "advance_to": [[9]]}, "advance_to[0]"),
     ]
-    for body, path in refused:
+    for body, path in bad_times:
         err = assert_error(client.post(f"/v1/tables/{name}/updates", json=body), 422, "bad_time")
         assert err["detail"]["path"] == path, (body, err)
 
@@ -304,13 +301,7 @@ def test_columnar_form(client: httpx.Client, name: str) -> None:
 def test_two_dimensional_times(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("k", "int")], timing="client", time_dims=2)
     view = f"{name}_n"
-    plan = {
-        "op": "reduce",
-        "input": {"op": "table", "name": name},
-        "by": [],
-        "aggregates": {"n": {"fn": "count"}},
-    }
-    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    make_count_view(client, view, name)
     write(
         client,
         name,
@@ -340,13 +331,7 @@ def test_default_read_on_an_antichain_frontier(client: httpx.Client, name: str) 
     is no time); where several are latest, the lexicographically greatest."""
     make_table(client, name, [("k", "int")], timing="client", time_dims=2)
     view = f"{name}_n"
-    plan = {
-        "op": "reduce",
-        "input": {"op": "table", "name": name},
-        "by": [],
-        "aggregates": {"n": {"fn": "count"}},
-    }
-    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    make_count_view(client, view, name)
     ups = [{"insert": {"k": 1}, "time": [0, 1]}, {"insert": {"k": 2}, "time": [1, 0]}]
     write(client, name, {"updates": ups, "advance_to": [[0, 2], [2, 0]]})
     body = rows(client, view)

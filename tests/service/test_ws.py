@@ -14,7 +14,7 @@ from contextlib import ExitStack
 import httpx
 from websockets.sync.client import connect
 
-from tests.service.conftest import assert_error, make_table, row_counts, write
+from tests.service.conftest import assert_error, make_count_view, make_table, row_counts, write
 from tests.service.rawws import StalledPeer
 from tests.service.server import running_server
 
@@ -26,13 +26,7 @@ def recv(ws, timeout: float = 30.0) -> dict:  # type: ignore[no-untyped-def]
 def test_pipelined_writes_ack_in_order(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
     make_table(client, name, [("k", "int")])
     view = f"{name}_n"
-    plan = {
-        "op": "reduce",
-        "input": {"op": "table", "name": name},
-        "by": [],
-        "aggregates": {"n": {"fn": "count"}},
-    }
-    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    make_count_view(client, view, name)
     with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
         for i in range(200):
             ws.send(json.dumps({"id": i, "updates": [{"insert": {"k": i}}]}))
