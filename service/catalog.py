@@ -323,7 +323,11 @@ class Catalog:
                         else None
                     )
                 return tuple(int(x) for x in content.times.max(axis=1))
-            return latest_complete(v.frontier)
+            extent = None
+            if v.domain.dims > 1 and (v.frontier.elements.max(axis=0) == 0).any():
+                times = v.output.op.spine.content().times  # an axis no element bounds
+                extent = times.max(axis=1) if times.shape[1] else None
+            return latest_complete(v.frontier, extent)
         parts = as_of.split(",") if as_of else []
         try:
             values = [int(p) for p in parts]

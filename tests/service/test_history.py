@@ -12,11 +12,11 @@ from engine import Antichain
 from service.history import latest_complete
 
 
-def enumerated(frontier: list[tuple[int, ...]]) -> tuple[int, ...] | None:
-    """The lexicographically greatest complete time below the frontier's maximum."""
-    upper = np.max(frontier, axis=0) - 1
-    if (upper < 0).any():
-        return None
+def enumerated(frontier: list[tuple[int, ...]], extent: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The lexicographically greatest complete time below the frontier's maximum (on an axis
+    no element bounds, at most ``extent``'s coordinate)."""
+    most = np.max(frontier, axis=0)
+    upper = np.where(most == 0, extent, most - 1)
     complete = [
         t
         for t in itertools.product(*(range(int(u) + 1) for u in upper))
@@ -37,10 +37,14 @@ def frontiers(draw: st.DrawFn) -> list[tuple[int, ...]]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(frontiers())
-def test_latest_complete_is_the_greatest_complete_time(frontier: list[tuple[int, ...]]) -> None:
-    got = latest_complete(Antichain(np.array(frontier, dtype=np.int64), len(frontier[0])))
-    assert got == enumerated(frontier)
+@given(frontiers(), st.tuples(*[st.integers(0, 4)] * 3))
+def test_latest_complete_is_the_greatest_complete_time(
+    frontier: list[tuple[int, ...]], extent3: tuple[int, ...]
+) -> None:
+    d = len(frontier[0])
+    extent = extent3[:d]
+    got = latest_complete(Antichain(np.array(frontier, dtype=np.int64), d), np.array(extent))
+    assert got == enumerated(frontier, extent)
 
 
 def test_examples() -> None:
@@ -51,6 +55,7 @@ def test_examples() -> None:
     assert at((4, 5)) == (3, 4)  # one element: one below it
     assert at((0, 2), (2, 0)) == (1, 1)  # one below the meet would be (-1, -1)
     assert at((0, 3), (1, 2), (3, 0)) == (2, 1)  # several latest: (0, 2) and (2, 1)
-    assert at((0, 2)) is None  # complete times, but none below the maximum's every coordinate
+    assert at((0, 2)) == (0, 1)  # (x, 1) is complete for every x: the data's greatest x
+    assert latest_complete(Antichain(np.array([(0, 2)]), 2), np.array([5, 3])) == (5, 1)
     assert at((2**62, 2**62)) == (2**62 - 1, 2**62 - 1)
     assert latest_complete(Antichain.closed(2)) is None

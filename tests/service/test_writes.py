@@ -348,6 +348,20 @@ def test_default_read_on_an_antichain_frontier(client: httpx.Client, name: str) 
     assert rows(client, view)["time"] == [3, 4]
 
 
+def test_default_read_where_the_frontier_bounds_one_coordinate(
+    client: httpx.Client, name: str
+) -> None:
+    """Below ``[[0, 2]]`` every ``(x, 1)`` is complete: a read without ``as_of`` names the
+    data's greatest ``x`` (it named no time and no rows)."""
+    make_table(client, name, [("k", "int")], timing="client", time_dims=2)
+    view = f"{name}_n"
+    make_count_view(client, view, name)
+    ups = [{"insert": {"k": 1}, "time": [0, 0]}, {"insert": {"k": 2}, "time": [3, 1]}]
+    write(client, name, {"updates": ups, "advance_to": [[0, 2]]})
+    body = rows(client, view)
+    assert body["time"] == [3, 1] and body["rows"] == [{"data": {"n": 2}, "count": 1}]
+
+
 def test_compacted_times_are_409_naming_the_range(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.service.server import running_server
 
