@@ -35,6 +35,8 @@ WS_FRAME_BOUND = 4  # frames up to this many times the body limit are read (and 
 
 def _check_size(raw: str | bytes, limit: int) -> None:
     """A frame is a write body: over ``--max-body-mb`` it is refused as a body would be."""
+    # a text frame's bytes are counted only when its characters (up to 4 bytes each in
+    # UTF-8) might exceed the limit
     size = len(raw) if isinstance(raw, bytes) or 4 * len(raw) <= limit else len(raw.encode())
     if size > limit:
         raise TooLarge(
