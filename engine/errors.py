@@ -8,6 +8,7 @@ One hierarchy; callers catch ``EngineError`` or one of its branches::
      ├── ExpressionError      an expression that does not type-check
      ├── GraphError           wiring that the dataflow cannot run (scopes, dropped parts)
      ├── IterationLimitError  an iterate that found no fixed point within its round limit
+     ├── LimitError           an operator asked to make more rows in one step than it may
      └── StepError            operators that failed during a step (the others still ran)
 
 Messages say what was wrong and how to fix it.
@@ -22,6 +23,7 @@ __all__ = [
     "ExpressionError",
     "GraphError",
     "IterationLimitError",
+    "LimitError",
     "SchemaError",
     "StepError",
     "TimeError",
@@ -54,6 +56,11 @@ class GraphError(EngineError):
 
 class IterationLimitError(EngineError):
     """An iterate scope ran more rounds than its limit without reaching a fixed point."""
+
+
+class LimitError(EngineError):
+    """An operator asked to make more rows in one step than it may (``flat_map`` over a
+    range of billions): failing clearly beats exhausting the process's memory."""
 
 
 class StepError(EngineError):

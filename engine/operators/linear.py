@@ -10,12 +10,14 @@ import numpy as np
 
 from engine.batch import UpdateBatch
 from engine.consolidate import consolidate
-from engine.errors import SchemaError
+from engine.errors import LimitError, SchemaError
 from engine.expr import Bound, EvalContext
 from engine.operators.base import Operator, Scope
 from engine.schema import ColumnType, Schema, encode
 
-__all__ = ["Concat", "Consolidate", "Filter", "FlatMap", "Map", "Negate"]
+__all__ = ["FLAT_MAP_MOST", "Concat", "Consolidate", "Filter", "FlatMap", "Map", "Negate"]
+
+FLAT_MAP_MOST = 100_000_000  # rows one flat_map may make in one step (about 3 GB of columns)
 
 
 def _context(op: Operator, batch: UpdateBatch) -> EvalContext:
@@ -104,7 +106,16 @@ class FlatMap(Operator):
         ctx = _context(self, batch)
         lo = np.asarray(self.start.evaluate(ctx), dtype=np.int64)
         hi = np.asarray(self.stop.evaluate(ctx), dtype=np.int64)
-        counts = np.maximum(hi - lo, 0)
+        # each range's length exactly (``hi - lo`` in int64 wraps past 2**63); their sum in
+        # uint64 cannot wrap once every length is at most the bound
+        wide = np.where(hi > lo, hi.astype(np.uint64) - lo.astype(np.uint64), np.uint64(0))
+        if wide.shape[0] and (int(wide.max()) > FLAT_MAP_MOST or int(wide.sum()) > FLAT_MAP_MOST):
+            i = int(wide.argmax())
+            raise LimitError(
+                f"flat_map would make {sum(wide.tolist()):,} rows in one step (at most "
+                f"{FLAT_MAP_MOST:,}); the longest range is [{int(lo[i])}, {int(hi[i])})"
+            )
+        counts = wide.astype(np.int64)
         rows = np.repeat(np.arange(len(batch), dtype=np.int64), counts)
         first = np.cumsum(counts) - counts
         values = np.arange(rows.shape[0], dtype=np.int64) - np.repeat(first - lo, counts)

@@ -81,3 +81,36 @@ def test_divergence_is_contained(tmp_path) -> None:  # type: ignore[no-untyped-d
         assert len(row_counts(c, "plain")) == 2
         assert c.delete("/v1/views/up").status_code == 204
         assert c.get("/healthz").json() == {"status": "ok"}
+
+
+def test_a_flat_map_over_a_huge_range_fails_its_view_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    span = {
+        "op": "flat_map",
+        "input": {"op": "table", "name": "r"},
+        "as": "i",
+        "start": "a",
+        "stop": "b",
+    }
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "r", [("a", "int"), ("b", "int")])
+        assert c.post("/v1/views", json={"name": "span", "query": span}).status_code == 201
+        assert (
+            c.post(
+                "/v1/views", json={"name": "plain", "query": {"op": "table", "name": "r"}}
+            ).status_code
+            == 201
+        )
+        body = write(c, "r", {"updates": [{"insert": {"a": 0, "b": 2**62}}]})
+        reason = body["failed_views"]["span"]
+        assert reason.startswith("LimitError: flat_map would make 4,611,686,018,427,387,904 rows")
+        assert body["outputs"]["plain"] == [
+            {"data": {"a": 0, "b": 2**62}, "time": body["times"][0], "diff": 1}
+        ]
+        assert c.get("/v1/views/span").json()["state"] == "failed"
+        # registering it again over the stored row: refused, and nothing is kept
+        err = assert_error(
+            c.post("/v1/views", json={"name": "span2", "query": span}), 422, "view_failed"
+        )
+        assert "LimitError" in err["message"]
+        assert_error(c.get("/v1/views/span2"), 404)
+        assert row_counts(c, "plain") == {(("a", 0), ("b", 2**62)): 1}
