@@ -14,14 +14,13 @@ Encoding: each update's operation becomes a weight (insert +1, delete -1, weight
 from __future__ import annotations
 
 import itertools
-import operator
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from engine import Antichain, Schema, StringInterner, UpdateBatch
+from engine.hashing import key_codes
 from engine.lattice import time_tuples
 from service.codec import (
     ColumnBuilder,
@@ -30,6 +29,7 @@ from service.codec import (
     time_from_wire,
 )
 from service.errors import Conflict, Invalid, TooLarge
+from service.key_index import KeyChanges, KeyIndex
 
 __all__ = ["ParsedWrite", "StagedWrite", "TableShape", "parse_write"]
 
@@ -70,7 +70,7 @@ class StagedWrite:
     batch: UpdateBatch  # what enters the engine
     times: list[tuple[int, ...]]  # distinct times of the write
     advance_to: Antichain | None
-    pk_changes: dict[tuple, tuple | None]  # key -> stored row after the write (None: absent)
+    pk_changes: KeyChanges | None  # what the write leaves under each key it touched
     rows_delta: int
 
 
@@ -309,7 +309,7 @@ def stage_write(
     parsed: ParsedWrite,
     shape: TableShape,
     frontier: Antichain,
-    pk_index: dict[tuple, tuple] | None,
+    pk_index: KeyIndex | None,
     server_time: int | None,
 ) -> StagedWrite:
     """Check a parsed write against the table's state; nothing is changed."""
@@ -338,7 +338,7 @@ def stage_write(
             "frontier_backwards",
         )
     data, weights = parsed.data, parsed.weights
-    changes: dict[tuple, tuple | None] = {}
+    changes = None
     if pk_index is not None and n:
         keyed = _apply_distinct_keys(parsed, shape, pk_index, times)
         if keyed is None:  # a key written twice, or an update refused: in order, one by one
@@ -358,77 +358,84 @@ def _distinct_times(times: np.ndarray) -> list[tuple[int, ...]]:
     return time_tuples(np.unique(times, axis=1))
 
 
-Keyed = tuple[np.ndarray, np.ndarray, np.ndarray, dict[tuple, tuple | None]]
+Keyed = tuple[np.ndarray, np.ndarray, np.ndarray, KeyChanges]
+
+
+def _distinct_keys(keys: np.ndarray) -> bool:
+    """Whether the key columns ``(kk, n)`` hold each key once (codes first: equal keys have
+    equal codes, so distinct codes settle it without comparing columns)."""
+    codes = np.sort(key_codes(keys))
+    if not (codes[1:] == codes[:-1]).any():
+        return True
+    return bool(np.unique(keys, axis=1).shape[1] == keys.shape[1])
 
 
 def _apply_distinct_keys(
-    parsed: ParsedWrite, shape: TableShape, index: dict[tuple, tuple], times: np.ndarray
+    parsed: ParsedWrite, shape: TableShape, index: KeyIndex, times: np.ndarray
 ) -> Keyed | None:
     """:func:`_apply_keys` for a write whose keys are all distinct, where no update depends
-    on another: one index lookup per key, every decision taken on whole arrays. None when
-    a key repeats or some update would be refused (``_apply_keys`` then names the first)."""
-    n = parsed.size
+    on another: one index lookup for all keys, every decision taken on whole arrays. None
+    when a key repeats or some update would be refused (``_apply_keys`` then names the
+    first)."""
     data, ops, given = parsed.data, parsed.ops, parsed.weights
-    keys = list(zip(*data[list(shape.primary_key)].tolist(), strict=True))
-    if len(set(keys)) != n:
+    keys = data[list(shape.primary_key)]
+    if not _distinct_keys(keys):
         return None
     # each update's weight: upserts and inserts add, deletes retract, weights as given
     weights = np.where(ops == DELETE, -1, np.where(ops == WEIGHT, given, 1))
     if not np.isin(weights, (-1, 0, 1)).all():
         return None
-    current = list(map(index.get, keys))
-    present = np.fromiter(map(operator.is_not, current, itertools.repeat(None)), bool, n)
+    found = index.lookup(keys)
+    present = found >= 0
     upsert = ops == UPSERT
     if (present & (weights == 1) & ~upsert).any():
         return None  # an insert of a present key
-    rows = list(zip(*data.tolist(), strict=True))
-    deletes = np.flatnonzero(weights == -1).tolist()
-    if any(current[i] != rows[i] for i in deletes):
+    deletes = np.flatnonzero(weights == -1)
+    if not present[deletes].all():
         return None  # a delete of an absent row
+    if (index.rows(found[deletes]) != data[:, deletes]).any():
+        return None  # a delete of a row other than the one stored
     kept = np.flatnonzero(weights != 0)
+    changes = KeyChanges(data[:, kept], weights[kept] != -1)
     retracted = np.flatnonzero(upsert & present)
+    if len(retracted) == 0:  # inserts and deletes only (a bulk load, usually)
+        return changes.rows, weights[kept].astype(np.int64), np.take(times, kept, axis=1), changes
     # the stored rows upserts retract, each just before the row replacing it
     order = np.argsort(np.concatenate([2 * kept + 1, 2 * retracted]), kind="stable")
-    old = np.array([current[i] for i in retracted.tolist()], dtype=np.int64).reshape(
-        len(retracted), data.shape[0]
-    )
-    out_data = np.concatenate([data[:, kept], old.T], axis=1)[:, order]
+    old = index.rows(found[retracted])
+    out_data = np.concatenate([data[:, kept], old], axis=1)[:, order]
     out_w = np.concatenate([weights[kept], np.full(len(retracted), -1, np.int64)])[order]
     out_t = np.concatenate([kept, retracted])[order]
-    after: Sequence[tuple | None] = rows
-    if deletes:
-        after = [None if w == -1 else r for w, r in zip(weights.tolist(), rows, strict=True)]
-    if len(kept) == n:  # the usual case: every update changes its key
-        changes = dict(zip(keys, after, strict=True))
-    else:
-        changes = {keys[i]: after[i] for i in kept.tolist()}
     return out_data, out_w.astype(np.int64), np.take(times, out_t, axis=1), changes
 
 
 def _apply_keys(
-    parsed: ParsedWrite, shape: TableShape, index: dict[tuple, tuple], times: np.ndarray
+    parsed: ParsedWrite, shape: TableShape, index: KeyIndex, times: np.ndarray
 ) -> Keyed:
-    """Primary-key semantics, update by update; returns the rows to send and the index changes."""
+    """Primary-key semantics, update by update; returns the rows to send and the index
+    changes (the rows stored before the write are looked up at once)."""
     pk = list(shape.primary_key)
+    found = index.lookup(parsed.data[pk])
+    stored: list[tuple | None] = [None] * len(found)
+    at = np.flatnonzero(found >= 0)
+    for i, row_l in zip(at.tolist(), index.rows(found[at]).T.tolist(), strict=True):
+        stored[i] = tuple(row_l)
     rows = parsed.data.T.tolist()
     ops = parsed.ops.tolist()
     weights = parsed.weights.tolist()
-    overlay: dict[tuple, tuple | None] = {}
+    overlay: dict[tuple, tuple] = {}  # key -> the row it holds after the updates so far
+    dead: set[tuple] = set()  # keys the updates so far removed
     out_rows, out_w, out_t = [], [], []
-    missing = object()
     for i, (row_l, op, w) in enumerate(zip(rows, ops, weights, strict=True)):
         row = tuple(row_l)
         key = tuple(row[j] for j in pk)
-        current = overlay.get(key, missing)
-        if current is missing:
-            current = index.get(key)
+        current = overlay.get(key) if key in overlay or key in dead else stored[i]
         path = parsed.row_path.format(i)
         if op == UPSERT:
             if current is not None:
                 out_rows.append(current)
                 out_w.append(-1)
                 out_t.append(i)
-            new: tuple | None = row
             w = 1
         else:
             if op == INSERT:
@@ -445,7 +452,6 @@ def _apply_keys(
                         {"path": path},
                         "key_present",
                     )
-                new = row
             elif w == -1:
                 if current != row:
                     raise Invalid(
@@ -453,7 +459,6 @@ def _apply_keys(
                         {"path": path},
                         "row_absent",
                     )
-                new = None
             else:
                 raise Invalid(
                     f"{parsed.weight_path.format(i)}: a table with a primary key holds each key "
@@ -461,13 +466,29 @@ def _apply_keys(
                     {"path": parsed.weight_path.format(i)},
                     "bad_weight",
                 )
-        overlay[key] = new
+        if w == 1:
+            overlay[key] = row
+            dead.discard(key)
+        else:
+            overlay.pop(key, None)
+            dead.add(key)
         out_rows.append(row)
         out_w.append(w)
         out_t.append(i)
     t_idx = np.asarray(out_t, dtype=np.int64)
-    data = np.asarray(out_rows, dtype=np.int64).reshape(len(out_rows), parsed.data.shape[0]).T
-    return data, np.asarray(out_w, dtype=np.int64), np.take(times, t_idx, axis=1), overlay
+    ncols = parsed.data.shape[0]
+    data = np.asarray(out_rows, dtype=np.int64).reshape(len(out_rows), ncols).T
+    # each touched key once: its row where it is stored after the write, its key alone
+    # (other columns 0) where it is not
+    gone = np.zeros((ncols, len(dead)), dtype=np.int64)
+    if dead:
+        gone[pk] = np.asarray(list(dead), dtype=np.int64).reshape(len(dead), len(pk)).T
+    held = np.asarray(list(overlay.values()), dtype=np.int64).reshape(len(overlay), ncols).T
+    changes = KeyChanges(
+        np.concatenate([held, gone], axis=1),
+        np.concatenate([np.ones(len(overlay), bool), np.zeros(len(dead), bool)]),
+    )
+    return data, np.asarray(out_w, dtype=np.int64), np.take(times, t_idx, axis=1), changes
 
 
 def _key_text(shape: TableShape, key: tuple) -> str:

@@ -198,10 +198,8 @@ class Runtime:
             table.handle.advance_to(staged.advance_to)
         if server:
             self.catalog.clock += 1
-        if table.pk_index is not None:
-            table.pk_index.update(staged.pk_changes)  # then the keys deleted go
-            for key in [k for k, row in staged.pk_changes.items() if row is None]:
-                del table.pk_index[key]
+        if table.pk_index is not None and staged.pk_changes is not None:
+            table.pk_index.apply(staged.pk_changes)
         table.rows += staged.rows_delta
         cmd.staged = staged
         cmd.affected = self.catalog.affected_views(cmd.table)

@@ -1,8 +1,8 @@
 """A table's runtime state: its input, its arrangement, its frontier and primary keys.
 
-Invariant: ``pk_index`` (tables with a primary key) maps each present key to its stored row,
-in storage form, and agrees with the table's accumulated contents; ``rows`` is the table's
-total multiplicity.
+Invariant: ``pk_index`` (tables with a primary key) holds each present key's stored row, in
+storage form (``service.key_index``), and agrees with the table's accumulated contents;
+``rows`` is the table's total multiplicity.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from engine import Antichain, Arrangement, Graph, InputHandle, Schema, TraceRead
 from engine.operators import Operator
 from service.codec import frontier_to_wire
 from service.ingest import TableShape
+from service.key_index import KeyIndex
 from service.plan import Domain
 
 __all__ = ["TableState"]
@@ -30,7 +31,9 @@ class TableState:
         self.arrangement: Arrangement = coll.arrange_by_self(name=shape.name)
         self.history: TraceReader = self.arrangement.op.spine.reader(name="history")
         self.ops: list[Operator] = [coll.op, self.arrangement.op]
-        self.pk_index: dict[tuple, tuple] | None = {} if shape.primary_key else None
+        self.pk_index = (
+            KeyIndex(len(shape.schema), shape.primary_key) if shape.primary_key else None
+        )
         self.rows = 0
         self.readers: set[str] = set()
 
