@@ -18,7 +18,7 @@ from engine.operators import Arrange, AsCollection, Reduce
 from engine.progress import meet_all
 from service.codec import decode_rows, frontier_to_wire, time_from_wire, time_to_wire
 from service.errors import Conflict, Invalid, NotFound
-from service.history import history_frontier, latest_complete
+from service.history import frontier_join, history_frontier, latest_complete
 from service.ingest import TableShape
 from service.plan import NAME_RE, Domain, Sources, compile_plan
 from service.settings import Settings
@@ -168,25 +168,22 @@ class Catalog:
         mark = len(self.graph.scope.operators)
         created_shared: list[tuple[str, tuple[str, ...]]] = []
         used_shared: list[SharedArrangement] = []
+        hydrating: list[AsCollection] = []  # each takes its source's content at the view's start
+
+        def content(source: str) -> Collection:
+            op = AsCollection(self.graph.scope, self._source(source).op)
+            hydrating.append(op)
+            return Collection(op)
 
         def arranged(source: str, keys: list[str]) -> Arrangement:
             entry = self.shared.get(source, keys)
             if entry is None:
-                coll = Collection(
-                    AsCollection(self.graph.scope, self._source(source).op, self._start(source))
-                )
-                entry = self.shared.create(source, keys, coll)
+                entry = self.shared.create(source, keys, content(source))
                 created_shared.append((source, tuple(keys)))
             used_shared.append(entry)
             return entry.arrangement
 
-        sources = Sources(
-            self._lookup,
-            lambda n: Collection(
-                AsCollection(self.graph.scope, self._source(n).op, self._start(n))
-            ),
-            arranged,
-        )
+        sources = Sources(self._lookup, content, arranged)
         try:
             compiled = compile_plan(spec["query"], sources, self.settings.iterate_round_limit)
             final = compiled.collection
@@ -222,8 +219,19 @@ class Catalog:
             capture,
             output,
         )
+        # the view starts at its inputs' earliest latest complete times, or later where a
+        # trace it reads has forgotten the times before (its content is exact only from its
+        # compaction frontier on): every input is read as of that one start
         start = meet_all((self._start(src) for src in compiled.inputs), compiled.domain.dims)
-        view.history.advance(start)  # it computed nothing before its inputs' latest complete times
+        for spine in [self._source(src).op.spine for src in compiled.inputs] + [
+            e.arrangement.op.spine for e in used_shared
+        ]:
+            since = spine.since()
+            if since is not None:
+                start = frontier_join(start, since)
+        for op in hydrating:
+            op.source.hydrate_since = start
+        view.history.advance(start)  # it computed nothing before
         self.views[name] = view
         return view
 

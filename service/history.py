@@ -13,7 +13,7 @@ import numpy as np
 
 from engine import Antichain
 
-__all__ = ["history_frontier", "latest_complete"]
+__all__ = ["frontier_join", "history_frontier", "latest_complete"]
 
 
 def history_frontier(
@@ -22,6 +22,15 @@ def history_frontier(
     if frontier.is_empty:
         return previous if previous is not None else Antichain.minimum(frontier.dims)
     return Antichain(np.maximum(frontier.elements - max(window, 1), 0), frontier.dims)
+
+
+def frontier_join(a: Antichain, b: Antichain) -> Antichain:
+    """The least frontier at or beyond both: the minimal pairwise joins of their elements
+    (closed if either is)."""
+    if a.is_empty or b.is_empty:
+        return Antichain.closed(a.dims)
+    pairs = np.maximum(a.elements[:, None, :], b.elements[None, :, :]).reshape(-1, a.dims)
+    return Antichain(pairs, a.dims)
 
 
 def latest_complete(

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Antichain
-from service.history import latest_complete
+from service.history import frontier_join, latest_complete
 
 
 def enumerated(frontier: list[tuple[int, ...]], extent: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -59,3 +59,14 @@ def test_examples() -> None:
     assert latest_complete(Antichain(np.array([(0, 2)]), 2), np.array([5, 3])) == (5, 1)
     assert at((2**62, 2**62)) == (2**62 - 1, 2**62 - 1)
     assert latest_complete(Antichain.closed(2)) is None
+
+
+def test_frontier_join() -> None:
+    def f(*elements: tuple[int, ...]) -> Antichain:
+        return Antichain(np.array(elements, dtype=np.int64), len(elements[0]))
+
+    assert frontier_join(f((1,)), f((8,))) == f((8,))
+    assert frontier_join(f((0, 3), (2, 0)), f((1, 1))) == f((1, 3), (2, 1))
+    assert frontier_join(f((0, 3), (3, 0)), f((0, 4), (4, 0))) == f((0, 4), (4, 0))
+    assert frontier_join(f((0, 3), (3, 0)), f((2, 2))) == f((2, 3), (3, 2))
+    assert frontier_join(f((5, 5)), Antichain.closed(2)).is_empty

@@ -306,3 +306,77 @@ def test_casts_at_the_edges_give_values_not_a_failed_view(client: httpx.Client, 
     # registered on the stored rows (hydration) too
     assert client.post("/v1/views", json={"name": f"{name}_b", "query": plan}).status_code == 201
     assert row_counts(client, f"{name}_b") == expected
+
+
+def test_a_view_registered_late_reads_every_input_as_of_one_start(
+    client: httpx.Client, name: str
+) -> None:
+    """Inputs whose frontiers differ ([2] and [15]): the view starts at their earliest latest
+    complete time (1) and reads both as of then, not each as of its own latest time."""
+    left, right, view = f"{name}_l", f"{name}_r", f"{name}_j"
+    make_table(client, left, [("x", "int")], timing="client")
+    make_table(client, right, [("x", "int"), ("y", "int")], timing="client")
+    ups = [{"insert": {"x": 1, "y": 7}, "time": 0}, {"insert": {"x": 2, "y": 8}, "time": 0}]
+    write(client, right, {"updates": ups, "advance_to": 2})
+    ups = [{"insert": {"x": 1}, "time": 0}, {"insert": {"x": 2}, "time": 10}]
+    write(client, left, {"updates": ups, "advance_to": 15})
+    plan = {
+        "op": "join",
+        "left": {"op": "table", "name": left},
+        "right": {"op": "table", "name": right},
+        "on": [["x", "x"]],
+    }
+    created = client.post("/v1/views", json={"name": view, "query": plan})
+    assert created.status_code == 201 and created.json()["rows"] == 1
+    err = assert_error(
+        client.get(f"/v1/views/{view}/rows", params={"as_of": 0}), 409, "time_unavailable"
+    )
+    assert err["detail"]["valid_from"] == [1]
+    assert row_counts(client, view) == {(("x", 1), ("y", 7)): 1}  # at time 1
+    body = write(
+        client, right, {"updates": [{"insert": {"x": 1, "y": 9}, "time": 5}], "advance_to": 20}
+    )
+    assert body["outputs"][view] == [{"data": {"x": 1, "y": 9}, "time": 5, "diff": 1}]
+    first = {(("x", 1), ("y", 7)): 1}
+    for t, expect in (
+        (4, first),
+        (5, {**first, (("x", 1), ("y", 9)): 1}),
+        (9, {**first, (("x", 1), ("y", 9)): 1}),
+    ):
+        assert row_counts(client, view, as_of=t) == expect
+    assert row_counts(client, view, as_of=14) == {
+        **first,
+        (("x", 1), ("y", 9)): 1,
+        (("x", 2), ("y", 8)): 1,
+    }
+
+
+def test_a_view_starts_where_the_traces_it_reads_still_remember(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """With one time of history, an input far ahead has forgotten the times below its own:
+    the view starts there (409 before), rather than read that input at a time it cannot."""
+    from tests.service.server import running_server
+
+    with running_server(tmp_path, history=1) as s, s.client() as c:
+        make_table(c, "a", [("x", "int")], timing="client")
+        make_table(c, "b", [("x", "int")], timing="client")
+        write(c, "a", {"updates": [{"insert": {"x": 1}, "time": 0}], "advance_to": 2})
+        write(
+            c,
+            "b",
+            {
+                "updates": [{"insert": {"x": 1}, "time": 0}, {"insert": {"x": 2}, "time": 6}],
+                "advance_to": 9,
+            },
+        )
+        plan = {
+            "op": "join",
+            "left": {"op": "table", "name": "a"},
+            "right": {"op": "table", "name": "b"},
+            "on": [["x", "x"]],
+            "columns": {"x": "left.x"},
+        }
+        assert c.post("/v1/views", json={"name": "j", "query": plan}).status_code == 201
+        err = assert_error(c.get("/v1/views/j/rows", params={"as_of": 1}), 409, "time_unavailable")
+        assert err["detail"] == {"valid_from": [8], "frontier": [2]}
+        write(c, "a", {"updates": [{"insert": {"x": 2}, "time": 3}], "advance_to": 12})
+        assert row_counts(c, "j", as_of=8) == {(("x", 1),): 1, (("x", 2),): 1}
