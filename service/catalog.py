@@ -332,8 +332,8 @@ class Catalog:
                     )
                 return tuple(int(x) for x in content.times.max(axis=1))
             extent = None
-            if v.domain.dims > 1 and (v.frontier.elements.max(axis=0) == 0).any():
-                times = v.output.op.spine.content().times  # an axis no element bounds
+            if v.domain.dims > 1:  # complete times may reach past the frontier's maximum
+                times = v.output.op.spine.content().times
                 extent = times.max(axis=1) if times.shape[1] else None
             return latest_complete(v.frontier, extent)
         parts = as_of.split(",") if as_of else []

@@ -36,19 +36,19 @@ def frontier_join(a: Antichain, b: Antichain) -> Antichain:
 def latest_complete(
     frontier: Antichain, extent: np.ndarray | None = None
 ) -> tuple[int, ...] | None:
-    """The default time for reads: the greatest complete time below the frontier's
-    coordinate-wise maximum (in one dimension ``F - 1``; for ``[[0, 2], [2, 0]]``, ``(1, 1)``).
-    Where incomparable frontier elements leave several latest complete times there, the
-    lexicographically greatest of them. A coordinate that is 0 in every element bounds
-    nothing (below ``[[0, 2]]`` every ``(x, 0)`` and ``(x, 1)`` is complete): there the
-    greatest is ``extent``'s (the greatest coordinate of the data's times; 0 if not given).
-    None if no time is complete yet; a closed frontier has no default (callers use their
-    own). Every answer is also kept by any history window (``history_frontier``): it is at
-    or beyond some ``max(f - w, 0)``."""
+    """The default time for reads: the greatest complete time below a bound, the
+    frontier's coordinate-wise maximum less one (in one dimension ``F - 1``; for
+    ``[[0, 2], [2, 0]]``, ``(1, 1)``), raised to ``extent`` (the greatest coordinates of the
+    data's times) where that is more: below ``[[1, 7]]`` every ``(x, 6)`` is complete, and
+    data at ``(3, 1)`` is read at ``(3, 6)``, not at ``(0, 6)``. Where incomparable times
+    are latest, the lexicographically greatest of them. None if no time is complete yet; a
+    closed frontier has no default (callers use their own). Every answer is also kept by
+    any history window (``history_frontier``): it is at or beyond some ``max(f - w, 0)``."""
     if frontier.is_empty:
         return None
-    most = frontier.elements.max(axis=0)
-    upper = np.where(most == 0, 0 if extent is None else np.maximum(extent, 0), most - 1)
+    upper = np.maximum(frontier.elements.max(axis=0) - 1, 0)
+    if extent is not None:
+        upper = np.maximum(upper, extent)
     if frontier.complete(upper.reshape(-1, 1))[0]:  # one element, or one dimension: the usual
         return tuple(int(x) for x in upper)
     t = np.zeros(frontier.dims, dtype=np.int64)

@@ -13,10 +13,9 @@ from service.history import frontier_join, latest_complete
 
 
 def enumerated(frontier: list[tuple[int, ...]], extent: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The lexicographically greatest complete time below the frontier's maximum (on an axis
-    no element bounds, at most ``extent``'s coordinate)."""
-    most = np.max(frontier, axis=0)
-    upper = np.where(most == 0, extent, most - 1)
+    """The lexicographically greatest complete time below the frontier's maximum less one,
+    raised to ``extent`` where that is more."""
+    upper = np.maximum(np.maximum(np.max(frontier, axis=0) - 1, 0), extent)
     complete = [
         t
         for t in itertools.product(*(range(int(u) + 1) for u in upper))
@@ -56,6 +55,8 @@ def test_examples() -> None:
     assert at((0, 2), (2, 0)) == (1, 1)  # one below the meet would be (-1, -1)
     assert at((0, 3), (1, 2), (3, 0)) == (2, 1)  # several latest: (0, 2) and (2, 1)
     assert at((0, 2)) == (0, 1)  # (x, 1) is complete for every x: the data's greatest x
+    # (x, 6) is complete for every x: data at (3, 1) is read at (3, 6), not (0, 6)
+    assert latest_complete(Antichain(np.array([(1, 7)]), 2), np.array([3, 1])) == (3, 6)
     assert latest_complete(Antichain(np.array([(0, 2)]), 2), np.array([5, 3])) == (5, 1)
     assert at((2**62, 2**62)) == (2**62 - 1, 2**62 - 1)
     assert latest_complete(Antichain.closed(2)) is None

@@ -362,6 +362,29 @@ def test_default_read_where_the_frontier_bounds_one_coordinate(
     assert body["time"] == [3, 1] and body["rows"] == [{"data": {"n": 2}, "count": 1}]
 
 
+def test_default_read_reaches_the_data_past_the_frontiers_maximum(
+    client: httpx.Client, name: str
+) -> None:
+    """Below ``[[1, 7]]`` every ``(x, 6)`` is complete: moving there from ``[[0, 7], [3, 0]]``
+    keeps the row at ``[1, 1]`` in the default read (``(1, 6)``; it read ``(0, 6)``)."""
+    make_table(client, name, [("k", "int")], timing="client", time_dims=2)
+    view = f"{name}_n"
+    make_count_view(client, view, name)
+    ups = [{"insert": {"k": k}, "time": t} for k, t in ((1, [0, 0]), (2, [1, 1]), (3, [0, 5]))]
+    write(client, name, {"updates": ups, "advance_to": [[0, 7], [3, 0]]})
+    assert rows(client, view) == {
+        "time": [2, 6],
+        "frontier": [[0, 7], [3, 0]],
+        "rows": [{"data": {"n": 3}, "count": 1}],
+    }
+    write(client, name, {"updates": [], "advance_to": [[1, 7]]})
+    assert rows(client, view) == {
+        "time": [1, 6],
+        "frontier": [[1, 7]],
+        "rows": [{"data": {"n": 3}, "count": 1}],
+    }
+
+
 def test_compacted_times_are_409_naming_the_range(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.service.server import running_server
 
