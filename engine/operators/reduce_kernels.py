@@ -275,7 +275,7 @@ class TopKKernel(ReduceKernel):
         keys = [g]
         for col, desc in self.order:
             k = order_keys(v[col], ctx.val_types[col], ctx.interner)
-            keys.append(-k if desc else k)
+            keys.append(~k if desc else k)  # reverses every int64's order (-k wraps at -2**63)
         for col in self.ties:
             keys.append(order_keys(v[col], ctx.val_types[col], ctx.interner))
         order = lex_order(keys)
