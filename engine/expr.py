@@ -512,6 +512,8 @@ def _make_cast(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Cal
                 return np.where(
                     v, ctx.interner.intern("True"), ctx.interner.intern("False")
                 ).astype(np.int64)
+            if src is FLOAT:
+                v = v + 0.0  # canonical: -0.0 prints as 0.0
             uniq, inverse = np.unique(v, return_inverse=True)
             texts = [str(x) for x in uniq.tolist()]
             return (
