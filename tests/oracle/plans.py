@@ -42,6 +42,7 @@ __all__ = [
     "Update",
     "accumulate",
     "database_at",
+    "expressions",
     "plans",
     "plans_with_schema",
     "reach_plan",
@@ -57,7 +58,7 @@ Plan = dict[str, Any]
 Generated = tuple[Plan, list[Column]]
 
 DOMAINS: dict[str, tuple[Value, ...]] = {
-    "int": (0, 1, 2, 3, 4, 5),
+    "int": (0, 1, 2, 3, 4, 5, -(2**63), 2**63 - 1),  # the ends of int64: wrapping, ordering
     "float": (0.0, 0.5, 1.5, -1.0, 2.5),
     "bool": (False, True),
     "string": ("a", "b", "ab", "B", ""),
@@ -280,12 +281,20 @@ def _gen_expr(draw: st.DrawFn, scope: Sequence[Column], want: str, depth: int) -
     return _call("concat", *(sub("string") for _ in range(draw(st.integers(1, 3)))))
 
 
+@st.composite
+def expressions(draw: st.DrawFn, scope: Sequence[Column], want: str, depth: int = 3) -> Any:
+    """A random expression of type ``want`` over the columns in ``scope``."""
+    return _gen_expr(draw, scope, want, depth)
+
+
 def _guard(columns: Sequence[Column]) -> Any:
     """A condition true exactly of rows whose values lie in :data:`DOMAINS` (ints by range)."""
     conditions: list[Any] = []
     for name, type_ in columns:
         if type_ == "int":
-            conditions.append(_call("and", _call("ge", name, 0), _call("le", name, 5)))
+            inner = _call("and", _call("ge", name, 0), _call("le", name, 5))
+            ends = [_call("eq", name, {"lit": v}) for v in DOMAINS["int"] if not 0 <= v <= 5]
+            conditions.append(_call("or", inner, *ends) if ends else inner)
         elif type_ == "float":
             conditions.append(_call("or", *(_call("eq", name, v) for v in DOMAINS["float"])))
         elif type_ == "string":
