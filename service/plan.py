@@ -264,6 +264,7 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
         if not isinstance(inputs, list) or not inputs:
             raise _fail(f"{path}.inputs", "must be a non-empty list of plans")
         parts = [_compile(p, env, f"{path}.inputs.{i}") for i, p in enumerate(inputs)]
+        parts = [parts[0], *(_by_name(part, parts[0]) for part in parts[1:])]
         first = parts[0].schema.types
         for i, part in enumerate(parts[1:], 1):
             if part.schema.types != first:
@@ -446,6 +447,16 @@ def _compile_top_k(plan: dict, env: _Env, path: str) -> Collection:
     return _engine(path, lambda: inp.top_k(by, spec, k))
 
 
+def _by_name(part: Collection, like: Collection) -> Collection:
+    """``part`` with its columns in ``like``'s order where it has the same names in another
+    order (rows are objects: a union lines them up by name); otherwise as it is, lined up by
+    position."""
+    names, want = part.schema.names, like.schema.names
+    if names == want or sorted(names) != sorted(want):
+        return part
+    return part.select({n: n for n in want})
+
+
 def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
     vars_, body, result = plan["vars"], plan["body"], plan["result"]
     if not isinstance(vars_, dict) or not vars_:
@@ -468,7 +479,7 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
         try:
             out = {}
             for name in vars_:
-                b = _compile(body[name], env, f"{path}.body.{name}")
+                b = _by_name(_compile(body[name], env, f"{path}.body.{name}"), initial[name])
                 if b.schema.types != initial[name].schema.types:
                     raise _fail(
                         f"{path}.body.{name}",

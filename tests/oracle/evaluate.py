@@ -609,6 +609,20 @@ class _Node:
     run: Callable[[Env], Counter[Row]]
 
 
+def _by_name(node: _Node, like: list[Column]) -> _Node:
+    """A union lines its inputs up by column name where they have the same names in another
+    order (rows are objects), otherwise by position."""
+    names, want = [n for n, _ in node.columns], [n for n, _ in like]
+    if names == want or sorted(names) != sorted(want):
+        return node
+    order = [names.index(n) for n in want]
+
+    def run(env: Env) -> Counter[Row]:
+        return Counter({tuple(row[i] for i in order): c for row, c in node.run(env).items()})
+
+    return _Node([node.columns[i] for i in order], run)
+
+
 def _check_keys(
     obj: dict[str, Any], required: set[str], optional: set[str], path: Path, what: str
 ) -> None:
@@ -790,6 +804,7 @@ class _Compiler:
         if not inputs:
             raise PlanError("concat needs at least one input", (*path, "inputs"))
         sources = [self.plan(p, (*path, "inputs", i), var_columns) for i, p in enumerate(inputs)]
+        sources = [sources[0], *(_by_name(source, sources[0].columns) for source in sources[1:])]
         types = [t for _, t in sources[0].columns]
         for i, source in enumerate(sources):
             if [t for _, t in source.columns] != types:
@@ -1026,7 +1041,7 @@ class _Compiler:
             if name not in plan["body"]:
                 raise PlanError(f"var {name!r} has no body", (*path, "body"))
             body_path = (*path, "body", name)
-            body = self.plan(plan["body"][name], body_path, inner_columns)
+            body = _by_name(self.plan(plan["body"][name], body_path, inner_columns), node.columns)
             if [t for _, t in body.columns] != [t for _, t in node.columns]:
                 raise PlanError(
                     f"body of var {name!r} has column types {[t for _, t in body.columns]}, "

@@ -375,6 +375,16 @@ def test_concat_and_negate() -> None:
     bad = {"op": "concat", "inputs": [table("r"), table("s"), table("t")]}
     assert error_of(bad, db).path == ("query", "inputs", 2)
     assert error_of({"op": "concat", "inputs": []}, db).path == ("query", "inputs")
+    # rows are objects: the same names in another order line up by name (here x, k: so
+    # the types line up too); other names line up by position, as s's a, b did above
+    swapped = {"op": "select", "input": table("s"), "columns": {"x": "b", "k": "a"}}
+    plan = {"op": "concat", "inputs": [table("r"), swapped]}
+    assert schema_of(plan, db) == R
+    assert rows(plan, db) == {(2, 20): 1, (3, 30): 4}  # (1, 10) cancels
+    # types that line up only by name
+    first = {"op": "select", "input": table("t"), "columns": {"k": "a", "y": "b"}}
+    then = {"op": "select", "input": table("t"), "columns": {"y": "b", "k": "a"}}
+    assert schema_of({"op": "concat", "inputs": [first, then]}, db) == [("k", "int"), ("y", "float")]
 
 
 JOIN_DB = db_of(

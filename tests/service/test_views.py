@@ -380,3 +380,35 @@ def test_a_view_starts_where_the_traces_it_reads_still_remember(tmp_path) -> Non
         assert err["detail"] == {"valid_from": [8], "frontier": [2]}
         write(c, "a", {"updates": [{"insert": {"x": 2}, "time": 3}], "advance_to": 12})
         assert row_counts(c, "j", as_of=8) == {(("x", 1),): 1, (("x", 2),): 1}
+
+
+def test_a_union_lines_up_the_same_names_by_name(client: httpx.Client, name: str) -> None:
+    """Rows are objects: concat inputs, and an iterate's body against its var, with the same
+    column names in another order line up by name (they lined up by position)."""
+    make_table(client, name, [("x", "int"), ("f", "float")])
+    write(client, name, {"updates": [{"insert": {"x": 1, "f": 0.5}}]})
+    src = {"op": "table", "name": name}
+    ab = {"op": "select", "input": src, "columns": {"a": "x", "b": 0}}
+    ba = {"op": "select", "input": src, "columns": {"b": "x", "a": 0}}
+    plan = {"op": "concat", "inputs": [ab, ba]}
+    assert client.post("/v1/views", json={"name": f"{name}_c", "query": plan}).status_code == 201
+    assert row_counts(client, f"{name}_c") == {(("a", 1), ("b", 0)): 1, (("a", 0), ("b", 1)): 1}
+    # types that line up only by name
+    kf = {"op": "select", "input": src, "columns": {"k": "x", "g": "f"}}
+    fk = {"op": "select", "input": src, "columns": {"g": "f", "k": 2}}
+    plan = {"op": "concat", "inputs": [kf, fk]}
+    created = client.post("/v1/views", json={"name": f"{name}_t", "query": plan})
+    assert created.status_code == 201 and created.json()["columns"] == [
+        {"name": "k", "type": "int"},
+        {"name": "g", "type": "float"},
+    ]
+    assert row_counts(client, f"{name}_t") == {(("g", 0.5), ("k", 1)): 1, (("g", 0.5), ("k", 2)): 1}
+    # an iterate's body with its var's names in another order: the symmetric closure
+    swap = {"op": "select", "input": {"op": "var", "name": "p"}, "columns": {"b": "a", "a": "b"}}
+    body = {
+        "op": "distinct",
+        "input": {"op": "concat", "inputs": [{"op": "var", "name": "p"}, swap]},
+    }
+    plan = {"op": "iterate", "vars": {"p": ab}, "body": {"p": body}, "result": "p"}
+    assert client.post("/v1/views", json={"name": f"{name}_i", "query": plan}).status_code == 201
+    assert row_counts(client, f"{name}_i") == {(("a", 1), ("b", 0)): 1, (("a", 0), ("b", 1)): 1}
