@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any
 
 import orjson
@@ -10,7 +11,7 @@ from fastapi import Depends, Request
 
 from service.errors import BadRequest, Invalid, TooLarge
 
-__all__ = ["JsonBody", "JsonObject", "parse_json"]
+__all__ = ["ExactJsonObject", "JsonBody", "JsonObject", "parse_json"]
 
 
 def parse_json(raw: bytes | str) -> Any:
@@ -70,12 +71,31 @@ async def json_body(request: Request) -> Any:
     return parse_json(await read_body(request))
 
 
-async def json_object(request: Request) -> dict[str, Any]:
-    body = await json_body(request)
+def _object(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise Invalid("the body must be a JSON object", {"path": "body"}, "not_an_object")
     return body
 
 
+async def json_object(request: Request) -> dict[str, Any]:
+    return _object(await json_body(request))
+
+
+_LONG_NUMBER = re.compile(rb"\d{19}")  # integers beyond 64 bits have at least 19 digits
+
+
+async def exact_json_object(request: Request) -> dict[str, Any]:
+    """:func:`json_object` with every integer exact: orjson reads an integer beyond 64 bits
+    as a float (``2**64`` would pass for ``1.8e19``). For small bodies such as plans, whose
+    integers are literals that must fit in 64 bits: read again by the standard library
+    where a number is that long."""
+    raw = await read_body(request)
+    body = parse_json(raw)
+    if _LONG_NUMBER.search(raw):
+        body = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    return _object(body)
+
+
 JsonBody = Annotated[Any, Depends(json_body)]
 JsonObject = Annotated[dict[str, Any], Depends(json_object)]
+ExactJsonObject = Annotated[dict[str, Any], Depends(exact_json_object)]

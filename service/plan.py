@@ -286,9 +286,7 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
         inp = _compile(plan["input"], env, f"{path}.input")
         if op == "distinct":
             return _engine(path, inp.distinct)
-        k = plan["at_least"]
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise _fail(f"{path}.at_least", "must be an integer")
+        k = _int_field(plan["at_least"], f"{path}.at_least", -(2**63), "an integer")
         return _engine(path, lambda: inp.threshold(k))
     if op == "top_k":
         return _compile_top_k(plan, env, path)
@@ -423,9 +421,7 @@ def _compile_top_k(plan: dict, env: _Env, path: str) -> Collection:
     inp = _compile(plan["input"], env, f"{path}.input")
     by = _names(plan["by"], f"{path}.by")
     _check_columns(inp, by, f"{path}.by")
-    k = plan["k"]
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise _fail(f"{path}.k", "must be a non-negative integer")
+    k = _int_field(plan["k"], f"{path}.k", 0, "a non-negative integer")
     order = plan["order_by"]
     if not isinstance(order, list):
         raise _fail(f"{path}.order_by", 'must be a list of {"col", "desc"?}')
@@ -466,8 +462,8 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
     if not isinstance(result, str) or result not in vars_:
         raise _fail(f"{path}.result", f"must name one of the vars {sorted(vars_)}", "unknown_var")
     cap = plan.get("max_iterations")
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
-        raise _fail(f"{path}.max_iterations", "must be a non-negative integer")
+    if cap is not None:
+        cap = _int_field(cap, f"{path}.max_iterations", 0, "a non-negative integer")
     initial = {}
     for name, p in vars_.items():
         if not NAME_RE.fullmatch(name):
@@ -503,6 +499,19 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
 # -- expressions ----------------------------------------------------------------------------
 
 
+def _int_field(v: Any, path: str, least: int, what: str) -> int:
+    """A plan's integer field (``k``, ``at_least``, ``max_iterations``), within int64."""
+    if isinstance(v, bool) or not isinstance(v, int) or not least <= v < 2**63:
+        raise _fail(path, f"must be {what} below 2**63")
+    return v
+
+
+def _literal(v: Any, path: str) -> Expr:
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+        raise _fail(path, "integer literal does not fit in 64 bits", "invalid_expression")
+    return lit(v)
+
+
 def parse_expr(e: Any, path: str) -> Expr:
     """EXPR: a string is a column, a number or bool a literal, ``{"lit": v}`` any literal,
     ``{"fn": NAME, "args": [...], "to"?: type}`` a call."""
@@ -511,9 +520,7 @@ def parse_expr(e: Any, path: str) -> Expr:
     if isinstance(e, bool):
         return lit(e)
     if isinstance(e, (int, float)):
-        if isinstance(e, int) and not -(2**63) <= e < 2**63:
-            raise _fail(path, "integer literal does not fit in 64 bits", "invalid_expression")
-        return lit(e)
+        return _literal(e, path)
     if isinstance(e, dict):
         if "lit" in e:
             if set(e) != {"lit"}:
@@ -523,7 +530,7 @@ def parse_expr(e: Any, path: str) -> Expr:
                 raise _fail(
                     path, "a literal is an int, float, bool or string", "invalid_expression"
                 )
-            return lit(v)
+            return _literal(v, path)
         if "fn" in e:
             if set(e) - {"fn", "args", "to"}:
                 raise _fail(

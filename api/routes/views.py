@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from api.body import JsonObject
+from api.body import ExactJsonObject
 from api.deps import RuntimeDep
 from api.models import (
     ERRORS,
@@ -37,7 +37,7 @@ router = APIRouter(prefix="/v1", tags=["views"])
     },
     responses={201: {"model": ViewPublic}, **ERRORS},
 )
-async def create_view(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
+async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
     def create() -> dict[str, Any]:
         v = rt.catalog.create_view(body)
         rt.adopt_view(v)

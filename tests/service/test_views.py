@@ -412,3 +412,50 @@ def test_a_union_lines_up_the_same_names_by_name(client: httpx.Client, name: str
     plan = {"op": "iterate", "vars": {"p": ab}, "body": {"p": body}, "result": "p"}
     assert client.post("/v1/views", json={"name": f"{name}_i", "query": plan}).status_code == 201
     assert row_counts(client, f"{name}_i") == {(("a", 1), ("b", 0)): 1, (("a", 0), ("b", 1)): 1}
+
+
+def test_integers_in_a_plan_fit_in_64_bits(client: httpx.Client, name: str) -> None:
+    """An integer literal beyond 64 bits is refused wherever it stands (2**64 and -2**63-1
+    passed as float literals, {"lit": 2**63} and top_k's k = 2**63 failed the view with an
+    OverflowError), and so are k, at_least and max_iterations beyond it."""
+    make_table(client, name, [("x", "int")])
+    src = {"op": "table", "name": name}
+    cases = [
+        ({"op": "select", "input": src, "columns": {"r": 2**64}}, "query.columns.r"),
+        ({"op": "select", "input": src, "columns": {"r": -(2**63) - 1}}, "query.columns.r"),
+        (
+            {"op": "select", "input": src, "columns": {"r": {"fn": "add", "args": ["x", 2**63]}}},
+            "query.columns.r.args.1",
+        ),
+        ({"op": "select", "input": src, "columns": {"r": {"lit": 2**63}}}, "query.columns.r"),
+        (
+            {"op": "top_k", "input": src, "by": [], "order_by": [{"col": "x"}], "k": 2**63},
+            "query.k",
+        ),
+        ({"op": "threshold", "input": src, "at_least": 2**70}, "query.at_least"),
+        (
+            {
+                "op": "iterate",
+                "vars": {"v": src},
+                "body": {"v": {"op": "var", "name": "v"}},
+                "result": "v",
+                "max_iterations": 2**63,
+            },
+            "query.max_iterations",
+        ),
+    ]
+    for plan, path in cases:
+        body = json.dumps({"name": f"{name}_v", "query": plan})  # integers exact in the text
+        r = client.post("/v1/views", content=body, headers={"content-type": "application/json"})
+        err = assert_error(r, 422)
+        assert err["detail"]["path"] == path, (plan, err)
+    assert client.get("/v1/tables").status_code == 200
+    assert_error(client.get(f"/v1/views/{name}_v"), 404)
+    fits = {
+        "op": "select",
+        "input": src,
+        "columns": {"r": -(2**63), "s": {"lit": 2**63 - 1}, "f": 1.8446744073709552e19},
+    }
+    created = client.post("/v1/views", json={"name": f"{name}_v", "query": fits})
+    assert created.status_code == 201
+    assert [c["type"] for c in created.json()["columns"]] == ["int", "int", "float"]
