@@ -157,6 +157,8 @@ class Lit(Expr):
         if t is STRING:
             return Bound(t, lambda ctx: np.full(ctx.n, ctx.interner.intern(v), dtype=np.int64))
         dtype = {INT: np.int64, FLOAT: np.float64, BOOL: np.bool_}[t]
+        if t is FLOAT:
+            v = float(v) + 0.0  # canonical: no -0.0
         return Bound(t, lambda ctx: np.full(ctx.n, v, dtype=dtype))
 
 
@@ -180,7 +182,11 @@ class Call(Expr):
             raise ExpressionError("cast needs a target type 'to' (int, float, bool, string)", path)
         args = [a.bind(schema, (*path, "args", i)) for i, a in enumerate(self.args)]
         out_type = spec.typer(self.fn, [a.type for a in args], self.to, path)
-        return Bound(out_type, spec.make(args, out_type, self.to))
+        run = spec.make(args, out_type, self.to)
+        if out_type is FLOAT:  # floats are canonical in every value, not only when stored:
+            # -0.0 + 0.0 is 0.0, so div(1, neg(0.0)) is inf, as with neg(0.0) stored first
+            return Bound(out_type, lambda ctx: run(ctx) + 0.0)
+        return Bound(out_type, run)
 
 
 def col(name: str) -> Col:
@@ -311,12 +317,16 @@ def _as(x: np.ndarray, t: ColumnType) -> np.ndarray:
 
 
 def _fold(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Maker:
+    """A left fold, each step typed as its two operands are: ``add(i, i, f)`` adds the ints
+    (wrapping) before the float comes in, as ``add(add(i, i), f)`` does."""
+
     def make(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Callable:
         def run(ctx: EvalContext) -> np.ndarray:
-            acc = _as(args[0].evaluate(ctx), out)
+            acc, acc_t = args[0].evaluate(ctx), args[0].type
             with np.errstate(all="ignore"):
                 for a in args[1:]:
-                    acc = op(acc, _as(a.evaluate(ctx), out))
+                    step = FLOAT if FLOAT in (acc_t, a.type) else acc_t
+                    acc, acc_t = op(_as(acc, step), _as(a.evaluate(ctx), step)), step
             return acc
 
         return run
@@ -326,12 +336,14 @@ def _fold(op: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Maker:
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     safe = np.where(b == 0, 1, b)
-    return np.where(b == 0, 0, np.floor_divide(a, safe))
+    with np.errstate(over="ignore"):  # -2**63 // -1 wraps to -2**63
+        return np.where(b == 0, 0, np.floor_divide(a, safe))
 
 
 def _int_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     safe = np.where(b == 0, 1, b)
-    return np.where(b == 0, 0, np.mod(a, safe))
+    with np.errstate(over="ignore"):
+        return np.where(b == 0, 0, np.mod(a, safe))
 
 
 def _make_div(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Callable:
@@ -471,7 +483,7 @@ def _make_hash(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Cal
     return run
 
 
-_CAST_INT_LIMIT = 9.2e18  # a float cast to int saturates here (the greatest such below 2**63)
+_TWO_63 = 2.0**63  # floats at or beyond it (or at or below its negation) do not fit in int64
 
 
 def _parse(kind: type, s: str) -> object:
@@ -485,9 +497,12 @@ def _parse(kind: type, s: str) -> object:
 
 
 def _float_to_int(x: np.ndarray) -> np.ndarray:
-    """Truncated toward zero, saturating at +-``_CAST_INT_LIMIT`` (infinities too; NaN: 0)."""
-    x = np.nan_to_num(x, nan=0.0, posinf=_CAST_INT_LIMIT, neginf=-_CAST_INT_LIMIT)
-    return np.trunc(np.clip(x, -_CAST_INT_LIMIT, _CAST_INT_LIMIT)).astype(np.int64)
+    """Truncated toward zero; beyond int64 it saturates at its ends (infinities too), NaN
+    gives 0. Every float strictly between -2**63 and 2**63 converts exactly."""
+    fits = np.nan_to_num(np.clip(x, -_TWO_63, 2.0**63 - 1024.0), nan=0.0)  # 2**63-1024: the
+    out = np.trunc(fits).astype(np.int64)  # greatest float below 2**63
+    out[x >= _TWO_63] = np.iinfo(np.int64).max
+    return out
 
 
 def _make_cast(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Callable:

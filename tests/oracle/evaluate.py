@@ -22,7 +22,7 @@ Semantic choices beyond the contract (each is also noted where it is implemented
   other float; the ``min``/``max`` *functions* return NaN if any argument is NaN (IEEE).
 * Int arithmetic, int sums and ``cast`` of a string to int wrap to signed 64 bits, and so
   does every node's output counts (as the engine keeps them);
-  ``cast`` of a float to int saturates at +-9,200,000,000,000,000,000 (also for finite values).
+  ``cast`` of a float to int truncates, and saturates at the ends of int64 beyond them.
 * A mixed int/float comparison compares the two as floats.
 * Fields a node does not define are rejected; ``iterate`` needs one body per var, and a var's
   initial plan may read the vars of enclosing iterates (not its own iterate's).
@@ -75,7 +75,6 @@ NUMERIC = ("int", "float")
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
 MASK64 = 2**64 - 1
-CAST_INT_LIMIT = 9_200_000_000_000_000_000
 MAX_ROUNDS = 10_000
 GOLDEN = 0x9E3779B97F4A7C15
 
@@ -540,7 +539,11 @@ def _parse_float(s: str) -> float:
 def _float_to_int(x: float) -> int:
     if math.isnan(x):
         return 0
-    return int(max(-CAST_INT_LIMIT, min(CAST_INT_LIMIT, x)))
+    if x >= 2.0**63:  # beyond int64: its ends (infinities too)
+        return INT_MAX
+    if x <= -(2.0**63):
+        return INT_MIN
+    return int(x)
 
 
 # (from type, to type) -> conversion; a cast to the same type is the identity.

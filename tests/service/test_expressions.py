@@ -69,6 +69,10 @@ ZERO_ROW = (0, 0, 0.0, 0.0, False, "")
 @example({"fn": "cast", "args": [{"fn": "neg", "args": ["f"]}], "to": "string"}, [ZERO_ROW])
 @example({"fn": "cast", "args": [{"fn": "mul", "args": [-1.5, "g"]}], "to": "string"}, [ZERO_ROW])
 @example({"fn": "cast", "args": [{"fn": "div", "args": ["f", 0.0]}], "to": "string"}, [ZERO_ROW])
+@example({"fn": "div", "args": [1, {"fn": "neg", "args": ["f"]}]}, [ZERO_ROW])  # inf, not -inf
+@example({"fn": "add", "args": ["i", "i", "f"]}, [(-(2**63), *ZERO_ROW[1:])])  # ints wrap first
+@example({"fn": "div", "args": ["i", -1]}, [(-(2**63), *ZERO_ROW[1:])])  # wraps, no warning
+@example({"fn": "mod", "args": ["i", -1]}, [(-(2**63), *ZERO_ROW[1:])])
 @given(
     st.sampled_from(["int", "float", "bool", "string"]).flatmap(
         lambda t: expressions(COLUMNS, t, 3)
