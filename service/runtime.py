@@ -215,10 +215,17 @@ class Runtime:
         self._step([])
 
     def adopt_view(self, view: ViewState) -> None:
-        """Writes still pending on tables a new view reads will report its outputs too."""
+        """Writes still pending on tables a new view reads will report its outputs too, where
+        the view has their times: a time before the view's start (a 2-D write pending at
+        ``[1, 3]`` while the view starts at ``[2, 0]``) reaches the view at a later time, so
+        such a write does not list it."""
+        start = view.history.frontier
         for w in self._pending:
             if w.table in view.tables and view.name not in w.affected:
-                w.affected.append(view.name)
+                staged = w.staged
+                times = np.asarray(staged.times if staged is not None else [], dtype=np.int64)
+                if start.beyond(times.reshape(-1, start.dims).T).all():
+                    w.affected.append(view.name)
 
     def _step(self, writes: list[WriteCommand]) -> None:
         for t in self.catalog.tables.values():

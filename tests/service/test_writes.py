@@ -449,6 +449,42 @@ def test_write_pending_across_view_registration_reports_the_view(
     assert sorted(u["data"]["x"] for u in done["outputs"][view]) == [1, 2]
 
 
+def test_a_pending_write_lists_a_new_view_only_where_the_view_has_its_times(
+    client: httpx.Client, name: str
+) -> None:
+    """A 2-D write pending at ``[4, 4]`` whose ``[1, 1]`` is already complete: a view that
+    starts later (``[2, 1]``, one below the frontier ``[[3, 2]]``) holds ``[1, 1]``'s row
+    at its start, not at ``[1, 1]``, so the write does not list it (it listed part of it);
+    a view the write already listed keeps its outputs at the write's times."""
+    make_table(client, name, [("x", "int")], timing="client", time_dims=2)
+    early = f"{name}_early"
+    assert (
+        client.post(
+            "/v1/views", json={"name": early, "query": {"op": "table", "name": name}}
+        ).status_code
+        == 201
+    )
+    ups = [{"insert": {"x": 1}, "time": [1, 1]}, {"insert": {"x": 2}, "time": [4, 4]}]
+    r = client.post(f"/v1/tables/{name}/updates", json={"updates": ups, "advance_to": [[3, 2]]})
+    assert r.status_code == 202
+    token = r.json()["token"]
+    late = f"{name}_late"
+    assert (
+        client.post(
+            "/v1/views", json={"name": late, "query": {"op": "table", "name": name}}
+        ).status_code
+        == 201
+    )
+    assert rows(client, late, as_of="2,1")["rows"] == [{"data": {"x": 1}, "count": 1}]
+    write(client, name, {"updates": [], "advance_to": [[5, 5]]})
+    done = client.get(f"/v1/completions/{token}").json()
+    assert set(done["outputs"]) == {early}
+    assert sorted((u["data"]["x"], tuple(u["time"])) for u in done["outputs"][early]) == [
+        (1, (1, 1)),
+        (2, (4, 4)),
+    ]
+
+
 def test_columnar_write_with_no_rows(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("x", "int")], timing="client")
     body = write(client, name, {"columns": {"x": []}, "time": [], "advance_to": 3})
