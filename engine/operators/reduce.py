@@ -45,7 +45,13 @@ from engine.operators.reduce_times import Grid, candidates
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
 
-__all__ = ["Reduce"]
+__all__ = ["PAIRS_PER_PART", "Reduce"]
+
+# Accumulating the histories at the candidates pairs each candidate with every record of its
+# key (step 4): with times of several free coordinates both can be in the thousands per key.
+# A step whose pairs pass this many is run a few keys at a time (each part pairs no more,
+# unless one key alone does), so its memory stays bounded; keys are independent.
+PAIRS_PER_PART = 1 << 22
 
 
 def mobius(
@@ -234,6 +240,14 @@ class Reduce(Operator):
             np.concatenate([inp.times, out.times], axis=1),
             self.input_frontier(),
         )
+        if nkeys > 1 and not (self.kernel.set_threshold() is not None and not inp.vals.shape[0]):
+            records = np.bincount(inp.owner, minlength=nkeys) + np.bincount(
+                out.owner, minlength=nkeys
+            )
+            pairs = np.bincount(grid.owner, minlength=nkeys) * records
+            if int(pairs.sum()) > PAIRS_PER_PART:
+                self._update_in_parts(codes, keys, times, owner, pairs)
+                return
         self._add_pending(
             k_codes[grid.pending_owner],
             np.take(k_keys, grid.pending_owner, axis=1),
@@ -280,6 +294,35 @@ class Reduce(Operator):
             return
         c, v, diffs = mobius(grid, e_g, e_v, e_c)
         self._emit(k_codes, k_keys, grid, c, v, diffs)
+
+    def _update_in_parts(
+        self,
+        codes: np.ndarray,
+        keys: np.ndarray,
+        times: np.ndarray,
+        owner: np.ndarray,
+        pairs: np.ndarray,
+    ) -> None:
+        """:meth:`_update` a few keys at a time: consecutive keys while their pairs stay
+        within ``PAIRS_PER_PART`` (a key alone may pass it)."""
+        part = np.zeros(pairs.shape[0], dtype=np.int64)
+        total = 0
+        for k, p in enumerate(pairs.tolist()):  # per key, not per record
+            if total and total + p > PAIRS_PER_PART:
+                part[k:] += 1
+                total = 0
+            total += p
+        by_time = part[owner]
+        deltas = []
+        for i in range(int(part[-1]) + 1):
+            sel = by_time == i
+            self.delta = None
+            self._update(codes[sel], keys[:, sel], times[:, sel])
+            if self.delta is not None:
+                deltas.append(self.delta)
+        # the parts' keys follow each other in trace order: their outputs, one after another
+        self.delta = TraceBatch.concat_keys(self.layout, deltas, self.dims) if deltas else None
+        self.output = self.delta.to_updates(self.layout) if self.delta is not None else None
 
     def _emit(
         self,

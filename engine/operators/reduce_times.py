@@ -1,4 +1,5 @@
-"""Which times a reduce must (re)compute, for many keys at once: a pure numpy kernel.
+"""Which times a reduce must (re)compute, for many keys at once: numpy, and one compiled
+pass that marks the grid points at or beyond a new time.
 
 For one key, let ``N`` be its new times (times of new input updates, plus pending times that
 became ready) and ``H`` every time in its input and output history. The output can need a
@@ -24,12 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from engine.consolidate import group_starts, lex_order
-from engine.lattice import Antichain, leq
+from engine.lattice import Antichain
 from engine.operators.reduce_line import line_grid
 from engine.sort_kernels import COMPILED_BELOW
-from engine.trace.cursor import expand_ranges
 
 __all__ = [
     "LINE_RECORDS_PER_KEY",
@@ -101,6 +102,57 @@ def _distinct_pending(
     return po[starts], pt[:, starts]
 
 
+@njit(cache=True, nogil=True)
+def _at_or_beyond_new(
+    total: int,
+    g_first: np.ndarray,
+    sizes: np.ndarray,
+    tl: np.ndarray,
+    strides: np.ndarray,
+    values: np.ndarray,
+    v_off: np.ndarray,
+    lo: np.ndarray,
+    new_owner: np.ndarray,
+    new_times: np.ndarray,
+) -> np.ndarray:
+    """Which grid points are ``>=`` some new time of their key: each new time marks its own
+    point (its coordinates are on its key's grid), then a running OR along each dimension
+    of each key's box spreads the marks to every point above. Linear in the grid (comparing
+    every point with every new time of its key took their product in memory)."""
+    d = new_times.shape[0]
+    ge = np.zeros(total, dtype=np.bool_)
+    for i in range(new_owner.shape[0]):
+        k = new_owner[i]
+        flat = g_first[k]
+        on_grid = True
+        for j in range(d):
+            start = v_off[j] + lo[j, k]  # the key's distinct coordinates in dimension j
+            a, b = start, start + tl[j, k]
+            x = new_times[j, i]
+            while a < b:  # the first position holding x or more
+                m = (a + b) // 2
+                if values[m] < x:
+                    a = m + 1
+                else:
+                    b = m
+            if a == start + tl[j, k] or values[a] != x:
+                on_grid = False  # trimmed off: the time is not complete, nothing is above it
+                break
+            flat += (a - start) * strides[j, k]
+        if on_grid:
+            ge[flat] = True
+    for k in range(g_first.shape[0]):
+        base, size = g_first[k], sizes[k]
+        for j in range(d):
+            st, n = strides[j, k], tl[j, k]
+            if n <= 1:
+                continue
+            for c in range(st, size):  # cells with a predecessor along j: index j > 0
+                if not ge[base + c] and (c // st) % n > 0 and ge[base + c - st]:
+                    ge[base + c] = True
+    return ge
+
+
 def candidate_grid(
     nkeys: int,
     new_owner: np.ndarray,
@@ -117,8 +169,7 @@ def candidate_grid(
     d = new_times.shape[0]
     order = np.argsort(new_owner, kind="stable")
     new_owner, new_times = new_owner[order], new_times[:, order]
-    n_lo, n_hi = segment_bounds(new_owner, nkeys)
-    first_new = n_lo
+    first_new, _ = segment_bounds(new_owner, nkeys)
     # per key, coordinate-wise min over its new times
     mins = np.stack([np.minimum.reduceat(new_times[j], first_new) for j in range(d)])
 
@@ -161,19 +212,21 @@ def candidate_grid(
     mask = frontier.complete(g_times) if not frontier.is_empty else np.ones(total, bool)
     if d == 1:
         mask &= g_times[0] >= mins[0][g_owner]
-    else:
-        counts = (n_hi - n_lo)[g_owner]
-        single = counts == 1
-        ge = np.zeros(total, dtype=bool)
-        if single.any():
-            si = np.flatnonzero(single)
-            ge[si] = leq(new_times[:, n_lo[g_owner[si]]], g_times[:, si])
-        multi = np.flatnonzero(~single)
-        if multi.shape[0]:
-            own, pos = expand_ranges(n_lo[g_owner[multi]], n_hi[g_owner[multi]])
-            hit = leq(new_times[:, pos], g_times[:, multi[own]])
-            ge[multi] = np.bincount(own[hit], minlength=multi.shape[0]) > 0
-        mask &= ge
+    elif total:
+        values = np.concatenate([v for _, v, _, _, _ in lists])
+        v_off = np.cumsum([0] + [v.shape[0] for _, v, _, _, _ in lists[:-1]]).astype(np.int64)
+        mask &= _at_or_beyond_new(
+            total,
+            g_first,
+            sizes,
+            np.stack([tl for _, _, _, _, tl in lists]),
+            strides,
+            values,
+            v_off,
+            np.stack([lo for _, _, lo, _, _ in lists]),
+            new_owner,
+            np.ascontiguousarray(new_times),
+        )
     cand = np.flatnonzero(mask)
     index_of = np.full(total, -1, dtype=np.int64)
     index_of[cand] = np.arange(cand.shape[0], dtype=np.int64)

@@ -7,6 +7,7 @@ their numpy references."""
 
 from __future__ import annotations
 
+import itertools
 from contextlib import nullcontext
 
 import numpy as np
@@ -88,6 +89,54 @@ def test_line_paths_equal_the_general_grid(case: dict) -> None:
         assert _points(g) == _points(general)
         assert _pending(g) == _pending(general)
         assert _mobius_links(g) == _mobius_links(general)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(2, 3).flatmap(
+        lambda d: st.tuples(
+            st.just(d),
+            st.lists(
+                st.tuples(st.integers(0, 2), *[st.integers(0, 5)] * d), min_size=1, max_size=10
+            ),
+            st.lists(st.tuples(st.integers(0, 2), *[st.integers(0, 6)] * d), max_size=15),
+            st.lists(st.tuples(*[st.integers(0, 7)] * d), min_size=1, max_size=3),
+        )
+    )
+)
+def test_grid_candidates_are_the_complete_points_at_or_beyond_a_new_time(case: tuple) -> None:
+    """The general grid's candidates, in two and three dimensions, against enumeration: per
+    key, the complete points of the product of its distinct coordinates (at or above its
+    new times' least in each dimension, while the point of those least values with that
+    coordinate is complete) that are at or beyond one of its new times."""
+    d, new, hist, fr = case
+    keys = sorted({k for k, *_ in new})
+    remap = {k: i for i, k in enumerate(keys)}
+    new = [(remap[k], tuple(t)) for k, *t in new]
+    hist = [(remap[k], tuple(t)) for k, *t in hist if k in remap]
+    frontier = Antichain(fr, d)
+    new_owner = np.asarray([k for k, _ in new], dtype=np.int64)
+    new_times = np.asarray([t for _, t in new], dtype=np.int64).reshape(-1, d).T
+    hist_owner = np.asarray([k for k, _ in hist], dtype=np.int64)
+    hist_times = np.asarray([t for _, t in hist], dtype=np.int64).reshape(-1, d).T
+    new_owner_sorted = new_owner  # candidate_grid sorts them itself
+    g = candidate_grid(len(keys), new_owner_sorted, new_times, hist_owner, hist_times, frontier)
+
+    def complete(t: tuple) -> bool:
+        return not any(all(a >= b for a, b in zip(t, f, strict=True)) for f in fr)
+
+    expect = set()
+    for k in range(len(keys)):
+        mine = [t for o, t in new if o == k]
+        least = [min(t[j] for t in mine) for j in range(d)]
+        coords = []
+        for j in range(d):
+            values = sorted({t[j] for o, t in new + hist if o == k and t[j] >= least[j]})
+            coords.append([v for v in values if complete((*least[:j], v, *least[j + 1 :]))])
+        for p in itertools.product(*coords):
+            if complete(p) and any(all(a <= b for a, b in zip(n, p, strict=True)) for n in mine):
+                expect.add((k, *p))
+    assert _points(g) == expect
 
 
 rows = st.lists(
