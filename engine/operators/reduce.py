@@ -313,7 +313,7 @@ class Reduce(Operator):
                 total = 0
             total += p
         by_time = part[owner]
-        deltas = []
+        deltas: list[TraceBatch] = []
         for i in range(int(part[-1]) + 1):
             sel = by_time == i
             self.delta = None

@@ -386,7 +386,10 @@ def test_concat_and_negate() -> None:
     # types that line up only by name
     first = {"op": "select", "input": table("t"), "columns": {"k": "a", "y": "b"}}
     then = {"op": "select", "input": table("t"), "columns": {"y": "b", "k": "a"}}
-    assert schema_of({"op": "concat", "inputs": [first, then]}, db) == [("k", "int"), ("y", "float")]
+    assert schema_of({"op": "concat", "inputs": [first, then]}, db) == [
+        ("k", "int"),
+        ("y", "float"),
+    ]
 
 
 JOIN_DB = db_of(
