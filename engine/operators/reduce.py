@@ -240,7 +240,9 @@ class Reduce(Operator):
             np.concatenate([inp.times, out.times], axis=1),
             self.input_frontier(),
         )
-        if nkeys > 1 and not (self.kernel.set_threshold() is not None and not inp.vals.shape[0]):
+        at_least = self.kernel.set_threshold()
+        scalar = at_least is not None and not inp.vals.shape[0]  # a sweep: no pairs in memory
+        if nkeys > 1 and not scalar:
             records = np.bincount(inp.owner, minlength=nkeys) + np.bincount(
                 out.owner, minlength=nkeys
             )
@@ -255,8 +257,8 @@ class Reduce(Operator):
         )
         if len(grid) == 0:
             return
-        at_least = self.kernel.set_threshold()
-        if at_least is not None and not inp.vals.shape[0]:
+        if scalar:
+            assert at_least is not None
             c, diffs = scalar_differences(
                 nkeys,
                 grid.owner,
