@@ -143,11 +143,13 @@ class Catalog:
         del self.tables[name]
 
     # -- views ----------------------------------------------------------------------------
-    def _lookup(self, name: str) -> tuple[str, Domain] | None:
+    def _lookup(self, name: str) -> tuple[str, Domain, str | None] | None:
+        """What ``name`` is, its time domain, and why it failed (a failed view)."""
         if name in self.tables:
-            return "table", self.tables[name].domain
+            return "table", self.tables[name].domain, None
         if name in self.views:
-            return "view", self.views[name].domain
+            v = self.views[name]
+            return "view", v.domain, v.failure
         return None
 
     def _start(self, name: str) -> Antichain:

@@ -28,7 +28,7 @@ from engine import (
     lit,
 )
 from service.codec import nests_deeper
-from service.errors import Invalid
+from service.errors import Conflict, Invalid
 
 __all__ = ["NAME_RE", "CompiledPlan", "Domain", "Sources", "compile_plan", "parse_expr"]
 
@@ -74,7 +74,7 @@ class Sources:
 
     def __init__(
         self,
-        lookup: Callable[[str], tuple[str, Domain] | None],
+        lookup: Callable[[str], tuple[str, Domain, str | None] | None],
         collection: Callable[[str], Collection],
         arranged: Callable[[str, list[str]], Arrangement],
     ) -> None:
@@ -91,7 +91,13 @@ class Sources:
         found = self._lookup(name)
         if found is None or found[0] != kind:
             raise Invalid(f"unknown {kind} {name!r}", {"path": path}, "unknown_name")
-        domain = found[1]
+        _, domain, failure = found
+        if failure is not None:  # its dataflow left the engine: nothing would reach a reader
+            raise Conflict(
+                f"view {name!r} failed ({failure}); drop it and register it again",
+                {"path": path, "error": failure},
+                "view_failed",
+            )
         if self.domain is None:
             self.domain = domain
         elif self.domain != domain:

@@ -114,3 +114,33 @@ def test_a_flat_map_over_a_huge_range_fails_its_view_clearly(tmp_path) -> None: 
         assert "LimitError" in err["message"]
         assert_error(c.get("/v1/views/span2"), 404)
         assert row_counts(c, "plain") == {(("a", 0), ("b", 2**62)): 1}
+
+
+def test_a_plan_reading_a_failed_view_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A view over a failed view would never move (the failed dataflow left the engine), and
+    every later write to the tables beneath would wait on it: it is refused, and writes go
+    on being done."""
+    span = {
+        "op": "flat_map",
+        "input": {"op": "table", "name": "r"},
+        "as": "i",
+        "start": 0,
+        "stop": "b",
+    }
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "r", [("b", "int")])
+        assert c.post("/v1/views", json={"name": "span", "query": span}).status_code == 201
+        assert "span" in write(c, "r", {"updates": [{"insert": {"b": 2**62}}]})["failed_views"]
+        on_span = {
+            "op": "filter",
+            "input": {"op": "view", "name": "span"},
+            "where": {"fn": "ge", "args": ["i", 0]},
+        }
+        err = assert_error(
+            c.post("/v1/views", json={"name": "over", "query": on_span}), 409, "view_failed"
+        )
+        assert err["detail"]["path"] == "query.input" and "LimitError" in err["message"]
+        assert_error(c.get("/v1/views/over"), 404)
+        assert c.get("/v1/tables/r").json()["readers"] == ["span"]
+        body = write(c, "r", {"updates": [{"insert": {"b": 1}}]}, wait="true")
+        assert body["status"] == "done" and body["outputs"] == {}
