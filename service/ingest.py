@@ -72,6 +72,8 @@ class StagedWrite:
     advance_to: Antichain | None
     pk_changes: KeyChanges | None  # what the write leaves under each key it touched
     rows_delta: int
+    # client-timed tables with a primary key: the join of every time written so far
+    keyed_upto: np.ndarray | None = None
 
 
 def _invalid(path: str, message: str, code: str = "invalid_update") -> Invalid:
@@ -311,8 +313,11 @@ def stage_write(
     frontier: Antichain,
     pk_index: KeyIndex | None,
     server_time: int | None,
+    keyed_upto: np.ndarray | None = None,
 ) -> StagedWrite:
-    """Check a parsed write against the table's state; nothing is changed."""
+    """Check a parsed write against the table's state; nothing is changed. ``keyed_upto``:
+    on a client-timed table with a primary key, the join of the times written so far (None
+    before the first write), which every update's time must be at or beyond."""
     n = parsed.size
     if parsed.times is None:
         times = np.full((1, n), server_time if server_time is not None else 0, dtype=np.int64)
@@ -339,6 +344,9 @@ def stage_write(
         )
     data, weights = parsed.data, parsed.weights
     changes = None
+    upto = keyed_upto
+    if pk_index is not None and n and parsed.times is not None:
+        upto = _check_key_order(parsed, shape, times, keyed_upto)
     if pk_index is not None and n:
         keyed = _apply_distinct_keys(parsed, shape, pk_index, times)
         if keyed is None:  # a key written twice, or an update refused: in order, one by one
@@ -348,7 +356,39 @@ def stage_write(
         np.ascontiguousarray(data), np.ascontiguousarray(times), np.ascontiguousarray(weights)
     )
     distinct = _distinct_times(times) if n else []
-    return StagedWrite(batch, distinct, parsed.advance_to, changes, int(weights.sum()) if n else 0)
+    return StagedWrite(
+        batch, distinct, parsed.advance_to, changes, int(weights.sum()) if n else 0, upto
+    )
+
+
+def _check_key_order(
+    parsed: ParsedWrite, shape: TableShape, times: np.ndarray, upto: np.ndarray | None
+) -> np.ndarray:
+    """The join of ``upto`` and the write's times, once each update's time is at or beyond
+    every time before it (written earlier, or earlier in the write). A primary key holds one
+    row at every time only if its updates come in time order: the key index is the table's
+    state after every update so far, so an update at an earlier time would be checked
+    against rows stored at later times."""
+    before = np.maximum.accumulate(times, axis=1)  # the join of the times up to each update
+    before = np.concatenate([np.full((times.shape[0], 1), -1, np.int64), before[:, :-1]], axis=1)
+    if upto is not None:
+        before = np.maximum(before, upto.reshape(-1, 1))
+    early = (times < before).any(axis=0)
+    if early.any():
+        i = int(np.flatnonzero(early)[0])
+        t = time_tuples(times[:, i : i + 1])[0]
+        b = time_tuples(before[:, i : i + 1])[0]
+        what = f"updates[{i}]" if parsed.time_path.startswith("updates") else f"row {i}"
+        raise Conflict(
+            f"{what} is at time {t[0] if len(t) == 1 else list(t)}, not at or beyond time "
+            f"{b[0] if len(b) == 1 else list(b)} already written to table {shape.name!r}: a "
+            "table with a primary key takes its updates in time order, as its keys are "
+            "checked in that order",
+            {"path": parsed.time_path.format(i), "written": b[0] if len(b) == 1 else list(b)},
+            "time_out_of_order",
+        )
+    written = times.max(axis=1)
+    return written if upto is None else np.maximum(upto, written)
 
 
 def _distinct_times(times: np.ndarray) -> list[tuple[int, ...]]:

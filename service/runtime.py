@@ -188,6 +188,7 @@ class Runtime:
                 table.frontier,
                 table.pk_index,
                 self.catalog.clock if server else None,
+                table.keyed_upto,
             )
         except ServiceError as exc:
             cmd.reject(exc)
@@ -200,6 +201,7 @@ class Runtime:
             self.catalog.clock += 1
         if table.pk_index is not None and staged.pk_changes is not None:
             table.pk_index.apply(staged.pk_changes)
+        table.keyed_upto = staged.keyed_upto
         table.rows += staged.rows_delta
         cmd.staged = staged
         cmd.affected = self.catalog.affected_views(cmd.table)
@@ -213,6 +215,13 @@ class Runtime:
     def step(self) -> None:
         """Run one step now (engine thread): used after catalog changes to hydrate views."""
         self._step([])
+
+    def drop_table(self, name: str) -> None:
+        """Drop a table (engine thread). Writes still pending on it are done at once, with
+        the closed frontier ``[]``: no view reads the table and nothing more happens at its
+        times, and a table made later under its name is another table."""
+        self.catalog.drop_table(name)
+        self._resolve()
 
     def adopt_view(self, view: ViewState) -> None:
         """Writes still pending on tables a new view reads will report its outputs too, where

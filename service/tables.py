@@ -1,13 +1,16 @@
 """A table's runtime state: its input, its arrangement, its frontier and primary keys.
 
 Invariant: ``pk_index`` (tables with a primary key) holds each present key's stored row, in
-storage form (``service.key_index``), and agrees with the table's accumulated contents;
+storage form (``service.key_index``), and agrees with the table's accumulated contents at
+the latest time written (client-timed keyed writes come in time order: ``stage_write``);
 ``rows`` is the table's total multiplicity.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from engine import Antichain, Arrangement, Graph, InputHandle, Schema, TraceReader
 from engine.operators import Operator
@@ -36,6 +39,8 @@ class TableState:
         )
         self.rows = 0
         self.readers: set[str] = set()
+        # client-timed with a primary key: the join of the times written (``stage_write``)
+        self.keyed_upto: np.ndarray | None = None
 
     @property
     def name(self) -> str:

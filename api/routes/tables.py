@@ -67,7 +67,7 @@ async def get_table(name: str, rt: RuntimeDep) -> JSONResponse:
 
 @router.delete("/tables/{name}", status_code=204, response_class=Response, responses=ERRORS)
 async def drop_table(name: str, rt: RuntimeDep) -> Response:
-    await rt.call(lambda: rt.catalog.drop_table(name))
+    await rt.call(lambda: rt.drop_table(name))
     return Response(status_code=204)
 
 

@@ -489,3 +489,59 @@ def test_columnar_write_with_no_rows(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("x", "int")], timing="client")
     body = write(client, name, {"columns": {"x": []}, "time": [], "advance_to": 3})
     assert body["times"] == [] and body["frontier"] == [3]
+
+
+def test_keyed_client_timed_updates_come_in_time_order(client: httpx.Client, name: str) -> None:
+    """A primary key holds one row at every time only if its updates come in time order (the
+    key index is the state after every update so far): an update at a time before one
+    already written is a 409, within a write or across writes, and changes nothing."""
+    make_table(client, name, [("a", "int"), ("b", "int")], primary_key=["a"], timing="client")
+    view = f"{name}_all"
+    assert (
+        client.post("/v1/views", json={"name": view, "query": {"op": "table", "name": name}})
+    ).status_code == 201
+    write(client, name, {"updates": [{"insert": {"a": 1, "b": 1}, "time": 1}], "advance_to": 2})
+    write(client, name, {"updates": [{"upsert": {"a": 1, "b": 5}, "time": 5}]}, status=202)
+    refused: list[tuple[dict[str, Any], str, Any]] = [
+        ({"updates": [{"upsert": {"a": 1, "b": 3}, "time": 3}]}, "updates[0].time", 5),
+        ({"updates": [{"insert": {"a": 2, "b": 1}}], "time": 4}, "updates[0].time", 5),
+        ({"columns": {"a": [2], "b": [1]}, "time": 2}, "time", 5),
+        (  # in the write's own order: the delete at 8 comes after the insert at 10
+            {
+                "updates": [
+                    {"insert": {"a": 2, "b": 1}, "time": 10},
+                    {"delete": {"a": 2, "b": 1}, "time": 8},
+                ]
+            },
+            "updates[1].time",
+            10,
+        ),
+        ({"columns": {"a": [2, 3], "b": [1, 1]}, "time": [9, 6]}, "time[1]", 9),
+    ]
+    for body, path, written in refused:
+        err = assert_error(
+            client.post(f"/v1/tables/{name}/updates", json=body), 409, "time_out_of_order"
+        )
+        assert err["detail"] == {"path": path, "written": written}, err
+    # in time order, and at the time already written, keys behave as at one time
+    write(client, name, {"updates": [{"upsert": {"a": 1, "b": 6}, "time": 5}]}, status=202)
+    write(client, name, {"updates": [{"insert": {"a": 2, "b": 1}, "time": 8}], "advance_to": 9})
+    assert row_counts(client, view, as_of=4) == {(("a", 1), ("b", 1)): 1}
+    assert row_counts(client, view, as_of=5) == {(("a", 1), ("b", 6)): 1}
+    assert row_counts(client, view, as_of=8) == {(("a", 1), ("b", 6)): 1, (("a", 2), ("b", 1)): 1}
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 2
+
+
+def test_writes_pending_on_a_dropped_table_are_done(client: httpx.Client, name: str) -> None:
+    """Dropping a table closes it: a write pending on it is done at once with the closed
+    frontier, and a table made later under its name is another table."""
+    make_table(client, name, [("k", "int")], timing="client")
+    pending = write(client, name, {"updates": [{"insert": {"k": 1}, "time": 5}]}, status=202)
+    assert client.delete(f"/v1/tables/{name}").status_code == 204
+    r = client.get(f"/v1/completions/{pending['token']}")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "done" and body["frontier"] == [] and body["outputs"] == {}
+    make_table(client, name, [("k", "int")], timing="client")
+    write(client, name, {"updates": [], "advance_to": 3})
+    assert client.get(f"/v1/completions/{pending['token']}").json()["frontier"] == []
