@@ -12,7 +12,7 @@ none is absent and produces nothing.
 * ``distinct`` — each present row once; ``threshold(k)`` — each row whose count is >= k, once.
 * ``top_k`` — rows ordered by the order columns (each ascending or descending), ties broken
   by the remaining columns ascending; the first ``k`` rows counted with multiplicity (the
-  last row taken may be cut short).
+  last row taken may be cut short; a group's running count saturates at ``k``, never wraps).
 
 Strings order by their text (via the interner), floats numerically, bools false < true.
 """
@@ -52,6 +52,7 @@ __all__ = [
     "ThresholdKernel",
     "TopKKernel",
     "accumulate_at",
+    "first_k_takes",
     "order_keys",
 ]
 
@@ -280,14 +281,36 @@ class TopKKernel(ReduceKernel):
             keys.append(order_keys(v[col], ctx.val_types[col], ctx.interner))
         order = lex_order(keys)
         g, v, c = g[order], v[:, order], c[order]
-        starts = group_starts([g], g.shape[0])
-        cum = np.cumsum(c)
-        seg_first = np.flatnonzero(starts)
-        base = np.repeat(cum[seg_first] - c[seg_first], np.diff(np.append(seg_first, g.shape[0])))
-        before = cum - c - base
-        take = np.clip(self.k - before, 0, c)
+        take = first_k_takes(group_starts([g], g.shape[0]), c, self.k)
         keep = take > 0
         return g[keep], v[:, keep], take[keep]
+
+
+def first_k_takes(starts: np.ndarray, counts: np.ndarray, k: int) -> np.ndarray:
+    """How many of each row's ``counts`` the first ``k`` places of its group take, for rows
+    in order within their groups (``starts`` marks each group's first row; counts positive,
+    ``0 <= k < 2**63``).
+
+    A group's running count saturates: once it reaches ``k`` the rest take nothing, however
+    far the true sum of the counts goes past 2**63 (an int64 running sum would wrap negative
+    there and let later rows back in). Each count is capped at ``k`` and the running sums
+    are taken as uint64, mod 2**64: up to and including a group's first row where the sum
+    reaches ``k`` every earlier sum is below ``k`` and each capped count at most ``k``, so
+    those sums are exact, and that first row is all the later ones need."""
+    n = counts.shape[0]
+    if n == 0 or k <= 0:
+        return np.zeros(n, dtype=np.int64)
+    c = np.minimum(counts, k).astype(np.uint64)
+    seg_first = np.flatnonzero(starts)
+    lengths = np.diff(np.append(seg_first, n))
+    cum = np.cumsum(c)
+    run = cum - np.repeat(cum[seg_first] - c[seg_first], lengths)  # the group's, through row
+    index = np.arange(n)
+    full_at = np.minimum.reduceat(np.where(run >= np.uint64(k), index, n), seg_first)
+    before = run - c  # exact up to a group's first full row; later rows take nothing
+    take = np.minimum(np.uint64(k) - before, c).astype(np.int64)
+    take[index > np.repeat(full_at, lengths)] = 0
+    return take
 
 
 class GeneralKernel(ReduceKernel):

@@ -1,4 +1,5 @@
-"""top_k orders by each type's own order, both ways, to the ends of int64."""
+"""top_k orders by each type's own order, both ways, to the ends of int64, and fills its k
+places with counts up to the ends of int64 (a group's running count saturates at k)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Graph
+from engine.operators.reduce_kernels import first_k_takes
 
 INTS = st.sampled_from([-(2**63), -(2**63) + 1, -1, 0, 1, 2**63 - 2, 2**63 - 1])
 
@@ -34,3 +36,62 @@ def test_top_k_of_ints_to_the_ends_of_int64(
         values = sorted((v for gr, v in rows if gr == group), reverse=desc)[:k]
         expect += [(group, v, values.count(v)) for v in sorted(set(values))]
     assert taken == expect
+
+
+# Counts near 2**63: a=22 ends with 2 * (2**62 - 1) = 2**63 - 2, a legal count, but the running
+# count of a group passes 2**63 after it. It must stay at k (audit 5: it wrapped negative and
+# let a=2 back into the first k places).
+BIG = 2**62 - 1
+FIRST = [(0, 30, 1), (0, 22, BIG), (0, 20, 1), (0, 13, 1), (0, 10, 3), (0, 2, 1), (1, 5, BIG)]
+SECOND = [(0, 22, BIG), (0, 2, 1), (1, 5, BIG), (1, 4, 2), (1, 3, 2**63 - 1)]
+EXPECT = [(0, 22, 2), (0, 30, 1), (1, 5, 3)]  # k=3, by g, ordered by v descending
+
+
+def _top_3_by_steps(steps: list[list[tuple[int, int, int]]]) -> list[tuple[int, int, int]]:
+    """The top 3 of each group after sending each step's ``(g, v, count)`` rows at its own
+    time, as the accumulated ``(g, v, count)`` output."""
+    g = Graph()
+    h, c = g.new_input([("g", "int"), ("v", "int")], name="t")
+    out = c.top_k(["g"], [("v", True)], 3).capture()
+    total: dict[tuple[int, int], int] = {}
+    for t, rows in enumerate(steps):
+        data = np.array(rows, dtype=np.int64).T
+        h.send_columns([data[0], data[1]], t, data[2])
+        h.advance_to(t + 1)
+        g.step()
+        got = out.drain()
+        for gr, v, d in zip(
+            got.data[0].tolist(), got.data[1].tolist(), got.diffs.tolist(), strict=True
+        ):
+            total[gr, v] = total.get((gr, v), 0) + d
+    return sorted((gr, v, n) for (gr, v), n in total.items() if n)
+
+
+def test_top_k_running_count_saturates_incrementally() -> None:
+    assert _top_3_by_steps([FIRST, SECOND]) == EXPECT
+
+
+def test_top_k_running_count_saturates_from_scratch() -> None:
+    assert _top_3_by_steps([FIRST + SECOND]) == EXPECT
+
+
+COUNTS = st.one_of(st.integers(1, 4), st.sampled_from([2**62 - 1, 2**62, 2**63 - 2, 2**63 - 1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(COUNTS, min_size=1, max_size=6), min_size=1, max_size=4),
+    st.sampled_from([0, 1, 3, 2**62, 2**63 - 2, 2**63 - 1]),
+)
+def test_first_k_takes_matches_a_running_remainder(groups: list[list[int]], k: int) -> None:
+    starts = np.concatenate([[True] + [False] * (len(counts) - 1) for counts in groups])
+    got = first_k_takes(
+        starts, np.array([c for counts in groups for c in counts], dtype=np.int64), k
+    ).tolist()
+    expect = []
+    for counts in groups:
+        left = k
+        for count in counts:
+            expect.append(min(count, left))
+            left -= expect[-1]
+    assert got == expect

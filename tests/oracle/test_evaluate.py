@@ -574,6 +574,16 @@ def test_top_k_with_multiplicities() -> None:
     assert error_of(bad_col, db).path == ("query", "order_by", 0, "col")
 
 
+def test_top_k_counts_past_int64_fill_k_places_once() -> None:
+    # Each count fits in 64 bits but the group's running total passes 2**63: the places
+    # stay filled, as the engine keeps them (audit 5).
+    big = 2**63 - 2
+    db = db_of({"r": ([("a", "int")], {(30,): 1, (22,): big, (20,): 1, (10,): 3, (2,): 2})})
+    plan = {"op": "top_k", "input": table("r"), "by": [], "order_by": [{"col": "a", "desc": True}]}
+    assert rows({**plan, "k": 3}, db) == {(30,): 1, (22,): 2}
+    assert rows({**plan, "k": INT_MAX}, db) == {(30,): 1, (22,): big}
+
+
 def test_views_are_evaluated_recursively() -> None:
     db = db_of(
         {"r": (R, {(1, 10): 1, (2, 20): 1})},
