@@ -23,6 +23,8 @@ __all__ = [
     "ColumnBuilder",
     "check_value",
     "checked_column",
+    "count_to_wire",
+    "count_total",
     "decode_rows",
     "frontier_from_wire",
     "frontier_to_wire",
@@ -284,6 +286,21 @@ def frontier_from_wire(value: Any, dims: int, path: str) -> Antichain:
 
 def frontier_to_wire(f: Antichain) -> list[Any]:
     return f.to_list()
+
+
+def count_total(diffs: np.ndarray) -> int:
+    """The exact sum of int64 counts or diffs, as a Python int (their int64 sum would wrap).
+    The high and low 32 bits are summed apart: neither sum can wrap below 2**31 entries."""
+    if diffs.shape[0] == 0:
+        return 0
+    return (int((diffs >> 32).sum()) << 32) + int((diffs & 0xFFFFFFFF).sum())
+
+
+def count_to_wire(total: int) -> int:
+    """A total multiplicity (a table's or view's ``rows``) as the wire shows it: a signed
+    64-bit value, saturated at int64's ends rather than wrapped (JSON readers and orjson
+    take no more)."""
+    return min(max(total, INT64_MIN), INT64_MAX)
 
 
 def batch_time_keys(batch: UpdateBatch) -> list[tuple[int, ...]]:

@@ -25,6 +25,7 @@ from engine.lattice import time_tuples
 from service.codec import (
     ColumnBuilder,
     checked_column,
+    count_total,
     frontier_from_wire,
     time_from_wire,
 )
@@ -357,7 +358,7 @@ def stage_write(
     )
     distinct = _distinct_times(times) if n else []
     return StagedWrite(
-        batch, distinct, parsed.advance_to, changes, int(weights.sum()) if n else 0, upto
+        batch, distinct, parsed.advance_to, changes, count_total(weights) if n else 0, upto
     )
 
 

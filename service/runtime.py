@@ -29,7 +29,7 @@ import numpy as np
 from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, consolidate
 from engine.lattice import time_tuples
 from service.catalog import Catalog
-from service.codec import decode_rows, frontier_to_wire, time_to_wire
+from service.codec import count_total, decode_rows, frontier_to_wire, time_to_wire
 from service.errors import NotFound, ServiceError, Unavailable
 from service.ingest import TableShape, stage_write
 from service.metrics import Metrics
@@ -284,7 +284,7 @@ class Runtime:
         v.frontier = frontier
         if final is not None and len(final):
             final = consolidate(final)
-            v.rows += int(final.diffs.sum())
+            v.rows += count_total(final.diffs)
             if any(v.name in w.affected for w in self._pending):
                 v.final_history.append(final)
             self._publish(v, final)

@@ -3,7 +3,8 @@
 Invariant: ``pk_index`` (tables with a primary key) holds each present key's stored row, in
 storage form (``service.key_index``), and agrees with the table's accumulated contents at
 the latest time written (client-timed keyed writes come in time order: ``stage_write``);
-``rows`` is the table's total multiplicity.
+``rows`` is the table's total multiplicity, exact (the sum of every diff written, a Python
+int); its description saturates it to int64 (``count_to_wire``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from engine import Antichain, Arrangement, Graph, InputHandle, Schema, TraceReader
 from engine.operators import Operator
-from service.codec import frontier_to_wire
+from service.codec import count_to_wire, frontier_to_wire
 from service.ingest import TableShape
 from service.key_index import KeyIndex
 from service.plan import Domain
@@ -66,6 +67,6 @@ class TableState:
             "timing": self.shape.timing,
             "time_dims": self.shape.dims,
             "frontier": frontier_to_wire(self.frontier),
-            "rows": self.rows,
+            "rows": count_to_wire(self.rows),
             "readers": sorted(self.readers),
         }

@@ -3,7 +3,8 @@
 Invariants: outputs at times the view's frontier calls complete are *final*: they are
 published once, in time order, to subscribers and kept in ``final_history`` while writes
 that may ask for them are pending; outputs at other times wait in ``pending_out``.
-``rows`` is the total multiplicity of the final outputs.
+``rows`` is the total multiplicity of the final outputs, exact (a Python int); its description
+saturates it to int64 (``count_to_wire``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from engine import Antichain, Arrangement, Capture, Schema, TraceReader, UpdateBatch
 from engine.operators import Arrange, Arranged, Operator, Reduce
 from engine.operators.iterate import LoopRegion
-from service.codec import frontier_to_wire
+from service.codec import count_to_wire, frontier_to_wire
 from service.plan import Domain
 from service.subscriptions import Subscriber
 
@@ -100,7 +101,7 @@ class ViewState:
             "columns": [{"name": c.name, "type": c.type.value} for c in self.schema.columns],
             "inputs": list(self.inputs),
             "frontier": frontier_to_wire(self.frontier),
-            "rows": self.rows,
+            "rows": count_to_wire(self.rows),
             "arrangements": arrangements,
             "latency_ms": self.latency_summary(),
             "state": "failed" if self.failure else "ready",
