@@ -250,8 +250,8 @@ def request_schema(model: type[BaseModel]) -> dict[str, Any]:
     nullable. Embedded in the document, a ``#/$defs/...`` reference would point at the
     document's root, which has no ``$defs`` (none of these models refers to itself, so the
     result is finite). An optional field is one to leave out: API.md gives none of them a
-    meaning for ``null``, and where the server would take one (``primary_key``, ``diff``,
-    a load's ``where``) it reads it as the field left out."""
+    meaning for ``null``, and the server refuses one (422) as it would any other value
+    that is not of the field's type."""
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
 

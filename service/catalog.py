@@ -98,9 +98,7 @@ class Catalog:
         if len(set(names)) != len(names):
             raise Invalid("column names must be distinct", {"path": "columns"}, "bad_schema")
         schema = Schema.of(pairs)
-        pk = spec.get("primary_key")
-        if pk is None:  # left out (or null): no primary key
-            pk = []
+        pk = spec.get("primary_key", [])  # left out: no primary key (null is no list)
         if not isinstance(pk, list) or not all(isinstance(k, str) for k in pk):
             raise Invalid(
                 "primary_key must be a list of column names", {"path": "primary_key"}, "bad_schema"

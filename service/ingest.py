@@ -222,10 +222,10 @@ def _parse_columnar(
             )
         arrays.append(checked_column(values, t, f"columns.{name}"))
     n = n or 0
-    diff = body.get("diff")
-    if diff is None:
+    if "diff" not in body:
         weights = np.ones(n, dtype=np.int64)
     else:
+        diff = body["diff"]
         if not isinstance(diff, list) or len(diff) != n:
             raise _invalid("diff", f"must be a list of {n} integers")
         checked = _ints(diff, -(2**62) + 1, 2**62 - 1)

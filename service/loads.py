@@ -114,22 +114,21 @@ def parse_load_request(body: Mapping[str, Any], shape: TableShape) -> LoadReques
     mode = body.get("mode", "append")
     if mode not in MODES:
         raise Invalid(f"mode must be one of {list(MODES)}", {"path": "mode"}, "invalid_load")
-    at = body.get("time")
     if shape.timing == "server":
-        if at is not None:
+        if "time" in body:  # null too: an optional field is given or left out
             raise Invalid(
                 f"time: table {shape.name!r} is server-timed: the server stamps the load's time",
                 {"path": "time"},
                 "bad_time",
             )
         return LoadRequest(spec, mode, None)
-    if at is None:
+    if "time" not in body:
         raise Invalid(
             f"time: table {shape.name!r} is client-timed: a load needs the 'time' of its rows",
             {"path": "time"},
             "bad_time",
         )
-    return LoadRequest(spec, mode, time_from_wire(at, shape.dims, "time"))
+    return LoadRequest(spec, mode, time_from_wire(body["time"], shape.dims, "time"))
 
 
 @dataclass(eq=False)

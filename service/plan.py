@@ -467,9 +467,11 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
         raise _fail(f"{path}.body", f"must define exactly the vars {sorted(vars_)}")
     if not isinstance(result, str) or result not in vars_:
         raise _fail(f"{path}.result", f"must name one of the vars {sorted(vars_)}", "unknown_var")
-    cap = plan.get("max_iterations")
-    if cap is not None:
-        cap = _int_field(cap, f"{path}.max_iterations", 0, "a non-negative integer")
+    cap = None
+    if "max_iterations" in plan:
+        cap = _int_field(
+            plan["max_iterations"], f"{path}.max_iterations", 0, "a non-negative integer"
+        )
     initial = {}
     for name, p in vars_.items():
         if not NAME_RE.fullmatch(name):

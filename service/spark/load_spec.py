@@ -6,7 +6,8 @@ Invariants of a parsed ``LoadSpec``:
   a load can never run DDL or DML).
 - ``columns`` holds one ``(table column, source column)`` pair per table column, in the
   table's schema order; unmapped table columns read the source column of the same name.
-- Every problem is an ``Invalid`` whose ``detail["path"]`` names the offending field.
+- Every problem is an ``Invalid`` whose ``detail["path"]`` names the offending field. An
+  optional field is given or left out: ``null`` is no value for any of them.
 """
 
 from __future__ import annotations
@@ -91,14 +92,14 @@ def parse_load_spec(spec: Mapping[str, Any], schema: TableSchema) -> LoadSpec:
         raise Invalid("a load spec must be a JSON object", detail={"path": ""})
     _check_schema(schema)
     where = spec.get("where")
-    if where is not None and (not isinstance(where, str) or not where.strip()):
+    if "where" in spec and (not isinstance(where, str) or not where.strip()):
         raise Invalid(
             'where must be a non-empty Spark SQL predicate, e.g. "weight > 0"',
             detail={"path": "where"},
         )
     return LoadSpec(
         source=_parse_source(spec.get("source")),
-        columns=_parse_columns(spec.get("columns"), schema),
+        columns=_parse_columns(spec.get("columns", {}), schema),
         where=where,
     )
 
@@ -118,8 +119,13 @@ def _parse_source(source: Any) -> Source:
             'source must be an object: {"path", "format", "options"}, {"table"} or {"sql"}',
             detail={"path": "source"},
         )
-    given = {key for key, value in source.items() if value is not None}  # null: left out
-    kinds = [key for key in ("path", "table", "sql") if key in given]
+    for key, value in source.items():
+        if value is None:
+            raise Invalid(
+                f"source.{key} is null: leave it out, or give it a value",
+                detail={"path": f"source.{key}"},
+            )
+    kinds = [key for key in ("path", "table", "sql") if key in source]
     if len(kinds) != 1:
         found = f"both {kinds[0]!r} and {kinds[1]!r}" if len(kinds) > 1 else "none of them"
         raise Invalid(
@@ -128,7 +134,7 @@ def _parse_source(source: Any) -> Source:
         )
     kind = kinds[0]
     allowed = _PATH_KEYS if kind == "path" else {kind}
-    extra = sorted(given - allowed)
+    extra = sorted(set(source) - allowed)
     if extra:
         raise Invalid(
             f"source with {kind!r} does not take {extra}; allowed keys: {sorted(allowed)}",
@@ -195,8 +201,6 @@ def _parse_options(options: Any) -> dict[str, str]:
 
 
 def _parse_columns(columns: Any, schema: TableSchema) -> tuple[tuple[str, str], ...]:
-    if columns is None:
-        columns = {}
     if not isinstance(columns, Mapping):
         raise Invalid(
             'columns must map table columns to source columns, e.g. {"src": "from_id"}',

@@ -123,6 +123,38 @@ def test_bad_table_specs_are_422(client: httpx.Client, name: str) -> None:
         assert_error(client.get(f"/v1/tables/{created}"), 404)
 
 
+def test_null_is_no_value_for_an_optional_field(client: httpx.Client, name: str) -> None:
+    """An optional field is given or left out (README): ``null`` is refused like any other
+    value of the wrong type, with that field's own code and path, and changes nothing."""
+    columns = [{"name": "x", "type": "int"}]
+    for field in ("primary_key", "timing", "time_dims"):
+        r = client.post("/v1/tables", json={"name": name, "columns": columns, field: None})
+        assert assert_error(r, 422, "bad_schema")["detail"] == {"path": field}
+    assert_error(client.get(f"/v1/tables/{name}"), 404)
+
+    make_table(client, name, [("x", "int")])
+    updates = f"/v1/tables/{name}/updates"
+    r = client.post(updates, json={"columns": {"x": [1]}, "diff": None})
+    assert assert_error(r, 422, "invalid_update")["detail"] == {"path": "diff"}
+    r = client.post(updates, json={"columns": {"x": [1]}, "time": None})
+    assert assert_error(r, 422, "invalid_update")["detail"] == {"path": "time"}
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
+
+    loads = f"/v1/tables/{name}/loads"
+    source = {"sql": "SELECT 1 AS x"}
+    for body, code, path in [
+        ({"source": source, "where": None}, "invalid", "where"),
+        ({"source": source, "columns": None}, "invalid", "columns"),
+        ({"source": source, "mode": None}, "invalid_load", "mode"),
+        ({"source": source, "time": None}, "bad_time", "time"),
+        ({"source": {**source, "table": None}}, "invalid", "source.table"),
+        ({"source": {"path": "/e.csv", "format": None}}, "invalid", "source.format"),
+        ({"source": {"path": "/e.csv", "options": None}}, "invalid", "source.options"),
+    ]:
+        assert assert_error(client.post(loads, json=body), 422, code)["detail"] == {"path": path}
+    assert client.get("/v1/loads").json() == {"loads": []}
+
+
 def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:
     assert_error(client.post("/v1/tables", content=b"{nope"), 400)
     for not_json in (b'{"name": NaN}', b'{"name": Infinity}', b"[1,]", "[1]".encode("utf-16")):

@@ -206,6 +206,16 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
         ),
         (
             {
+                "op": "iterate",
+                "vars": {"r": {"op": "table", "name": name}},
+                "body": {"r": {"op": "var", "name": "r"}},
+                "result": "r",
+                "max_iterations": None,
+            },
+            "query.max_iterations",
+        ),
+        (
+            {
                 "op": "reduce",
                 "input": {"op": "table", "name": name},
                 "by": ["x"],

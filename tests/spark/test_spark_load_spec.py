@@ -65,14 +65,20 @@ def test_table_and_sql_sources() -> None:
     assert parse({"source": {"sql": sql}, "where": "src > 0"}).source == SqlSource(sql)
 
 
-def test_null_source_fields_are_left_out() -> None:
-    """A null in the source reads as the field left out, as for format and options."""
-    spec = parse({"source": {"path": "/e.csv", "table": None, "sql": None, "format": None}})
-    assert spec.source == PathSource("/e.csv", "csv", {})
-    assert parse({"source": {"table": "t", "path": None, "options": None}}).source == (
-        TableSource("t")
-    )
-    assert invalid_path({"source": {"path": None, "table": None}}) == "source"
+@pytest.mark.parametrize(
+    ("spec", "path"),
+    [
+        ({"source": {"path": "/e.csv", "table": None}}, "source.table"),
+        ({"source": {"path": "/e.csv", "format": None}}, "source.format"),
+        ({"source": {"table": "t", "options": None}}, "source.options"),
+        ({"source": {"path": None, "table": "t"}}, "source.path"),
+        ({"source": {"sql": "SELECT 1"}, "columns": None}, "columns"),
+        ({"source": {"sql": "SELECT 1"}, "where": None}, "where"),
+    ],
+)
+def test_null_is_no_value(spec: dict[str, Any], path: str) -> None:
+    """An optional field is given or left out: a null names its field, it is not left out."""
+    assert invalid_path(spec) == path
 
 
 @pytest.mark.parametrize(
