@@ -20,6 +20,7 @@ import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from api.body import parse_json
+from api.query import query_value
 from api.routes.tables import submit_write
 from service.codec import nests_deeper
 from service.errors import Invalid, ServiceError, TooLarge
@@ -128,7 +129,7 @@ _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 def _flag(ws: WebSocket, name: str) -> bool:
     """A true/false query parameter (true when absent), read here rather than by FastAPI,
     which refuses a bad one with a bare 403 at the handshake instead of an error frame."""
-    value = ws.query_params.get(name)
+    value = query_value(ws.query_params, name, "invalid_parameter", name)
     if value is None or value.lower() in _TRUE:
         return True
     if value.lower() in _FALSE:

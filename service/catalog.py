@@ -16,7 +16,7 @@ from engine import Antichain, Arrangement, Collection, Graph, Schema, UpdateBatc
 from engine.lattice import leq
 from engine.operators import Arrange, AsCollection, Reduce
 from engine.progress import meet_all
-from service.codec import decode_rows, frontier_to_wire, time_from_wire, time_to_wire
+from service.codec import decode_rows, frontier_to_wire, time_from_text, time_to_wire
 from service.errors import Conflict, Invalid, NotFound
 from service.history import frontier_join, history_frontier, latest_complete
 from service.ingest import TableShape
@@ -336,18 +336,7 @@ class Catalog:
                 times = v.output.op.spine.content().times
                 extent = times.max(axis=1) if times.shape[1] else None
             return latest_complete(v.frontier, extent)
-        parts = as_of.split(",") if as_of else []
-        try:
-            values = [int(p) for p in parts]
-        except ValueError:
-            raise Invalid(
-                "as_of must be a time: an integer, or integers separated by commas",
-                {"path": "as_of"},
-                "bad_time",
-            ) from None
-        t = time_from_wire(
-            values[0] if len(values) == 1 and v.domain.dims == 1 else values, v.domain.dims, "as_of"
-        )
+        t = time_from_text(as_of, v.domain.dims, "as_of")
         arr = np.asarray(t, dtype=np.int64).reshape(-1, 1)
         complete = v.frontier.complete(arr)[0]
         kept = since.beyond(arr)[0]

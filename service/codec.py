@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from engine.schema import decode, encode
 from service.errors import Invalid
 
 __all__ = [
+    "TIME_TEXT",
     "ColumnBuilder",
     "check_value",
     "checked_column",
@@ -29,12 +31,16 @@ __all__ = [
     "frontier_from_wire",
     "frontier_to_wire",
     "nests_deeper",
+    "time_from_text",
     "time_from_wire",
     "time_to_wire",
     "times_to_wire",
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# a time in a query string (``as_of``): ``T``, or ``T1,T2`` for several coordinates; ASCII
+# digits only (no sign, space, ``_`` or other scripts' digits, which ``int`` would take)
+TIME_TEXT = re.compile(r"[0-9]+(,[0-9]+)*")
 
 
 def nests_deeper(value: Any, limit: int) -> bool:
@@ -253,6 +259,19 @@ def time_from_wire(value: Any, dims: int, path: str) -> tuple[int, ...]:
             "bad_time",
         )
     return tuple(value)
+
+
+def time_from_text(text: str, dims: int, path: str) -> tuple[int, ...]:
+    """A time written in a query string (:data:`TIME_TEXT`) as a tuple of ``dims`` ints."""
+    if not TIME_TEXT.fullmatch(text):
+        raise Invalid(
+            f"{path} must be a time: an integer, or integers separated by commas (digits 0-9 "
+            f"only), not {text!r}",
+            {"path": path},
+            "bad_time",
+        )
+    values = [int(part) for part in text.split(",")]
+    return time_from_wire(values[0] if len(values) == 1 and dims == 1 else values, dims, path)
 
 
 def time_to_wire(t: Sequence[int]) -> int | list[int]:

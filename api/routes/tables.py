@@ -22,6 +22,7 @@ from api.models import (
     error_responses,
     request_schema,
 )
+from api.query import query_value
 from api.responses import JSONResponse
 from service.codec import frontier_to_wire
 from service.errors import Invalid, NotFound
@@ -103,6 +104,7 @@ def pending_body(rt: Runtime, cmd: WriteCommand) -> dict[str, Any]:
 )
 async def write(name: str, request: Request, rt: RuntimeDep, wait: bool = True) -> JSONResponse:
     arrival = time.perf_counter()
+    query_value(request.query_params, "wait", "invalid", "query.wait")
     raw = await read_body(request)
     body = parse_json(raw)
     if not isinstance(body, dict):

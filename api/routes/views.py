@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from api.body import ExactJsonObject
 from api.deps import RuntimeDep
@@ -17,10 +17,12 @@ from api.models import (
     error_responses,
     request_schema,
 )
+from api.query import query_value
 from api.responses import JSONResponse
+from service.codec import TIME_TEXT
 from service.errors import Invalid
 
-AS_OF = r"^[0-9]+(,[0-9]+)*$"  # a time: T, or T1,T2 for several coordinates
+AS_OF = f"^{TIME_TEXT.pattern}$"  # JSON Schema: the whole value, as the server checks it
 
 router = APIRouter(prefix="/v1", tags=["views"])
 
@@ -73,12 +75,20 @@ async def drop_view(name: str, rt: RuntimeDep) -> Response:
     return Response(status_code=204)
 
 
+async def read_time(
+    request: Request,
+    as_of: Annotated[str | None, Query(json_schema_extra={"pattern": AS_OF})] = None,
+) -> str | None:
+    """``as_of``, given at most once. Its text is checked against ``AS_OF`` by the catalog
+    rather than by FastAPI, so that a mistake is a 422 ``bad_time``, as a bad time in a body."""
+    query_value(request.query_params, "as_of", "bad_time", "as_of")
+    return as_of
+
+
 @router.get(
     "/views/{name}/rows", response_model=None, responses={200: {"model": RowsPublic}, **ERRORS}
 )
 async def rows(
-    name: str,
-    rt: RuntimeDep,
-    as_of: Annotated[str | None, Query(json_schema_extra={"pattern": AS_OF})] = None,
+    name: str, rt: RuntimeDep, as_of: Annotated[str | None, Depends(read_time)]
 ) -> JSONResponse:
     return JSONResponse(await rt.call(lambda: rt.catalog.rows(rt.catalog.view(name), as_of)))

@@ -151,6 +151,42 @@ def test_views_share_arrangements(client: httpx.Client, name: str) -> None:
     assert (("a", 3), ("b", 5)) in row_counts(client, f"{name}_y")
 
 
+def test_as_of_is_what_the_document_declares(client: httpx.Client, name: str) -> None:
+    """``as_of`` is ASCII digits, commas between coordinates (the pattern /openapi.json
+    declares), given once; anything else is a 422 ``bad_time``, not a read at whatever
+    Python's ``int`` makes of it."""
+    make_table(client, name, [("a", "int")], timing="client")
+    view = f"{name}_v"
+    plan = {"op": "table", "name": name}
+    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    write(client, name, {"updates": [{"insert": {"a": 1}, "time": 10}], "advance_to": 20})
+    spec = client.get("/openapi.json").json()
+    params = spec["paths"]["/v1/views/{name}/rows"]["get"]["parameters"]
+    assert [p["schema"]["pattern"] for p in params if p["name"] == "as_of"] == [
+        "^[0-9]+(,[0-9]+)*$"
+    ]
+    assert rows(client, view, as_of="15")["time"] == 15
+    assert rows(client, view, as_of="0015")["time"] == 15
+    for bad in (
+        "1_5",
+        "+15",
+        " 15",
+        "15 ",
+        "15\n",
+        "\u0661\u0665",
+        "\uff11\uff15",
+        "",
+        "-1",
+        "1,",
+        ",1",
+    ):
+        r = client.get(f"/v1/views/{view}/rows", params={"as_of": bad})
+        assert assert_error(r, 422, "bad_time")["detail"] == {"path": "as_of"}, bad
+    r = client.get(f"/v1/views/{view}/rows", params=[("as_of", "15"), ("as_of", "12")])
+    err = assert_error(r, 422, "bad_time")
+    assert err["detail"] == {"path": "as_of"} and "given 2 times" in err["message"]
+
+
 def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("x", "int"), ("s", "string")])
     other = f"{name}_c"

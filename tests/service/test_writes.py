@@ -93,6 +93,19 @@ def test_wait_false_answers_202_at_once(client: httpx.Client, name: str) -> None
     assert r.status_code == 200 and r.json()["status"] == "done"
 
 
+def test_wait_given_twice_is_422_and_writes_nothing(client: httpx.Client, name: str) -> None:
+    """Not the last value taken silently (FastAPI's way): which one was meant is unknown."""
+    make_table(client, name, [("x", "int")])
+    r = client.post(
+        f"/v1/tables/{name}/updates",
+        params=[("wait", "false"), ("wait", "true")],
+        json={"updates": [{"insert": {"x": 1}}]},
+    )
+    err = assert_error(r, 422, "invalid")
+    assert err["detail"] == {"path": "query.wait"} and "given 2 times" in err["message"]
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
+
+
 def test_time_before_frontier_and_backwards_frontier_are_409(
     client: httpx.Client, name: str
 ) -> None:
