@@ -55,15 +55,18 @@ class _Server(uvicorn.Server):
 
 def main(
     host: str | None = None,
-    port: int | None = None,
+    port: int | str | None = None,
     data_dir: str | None = None,
-    max_body_mb: int | None = None,
-    max_batch: int | None = None,
-    subscriber_buffer: int | None = None,
-    heartbeat_s: float | None = None,
-    history: int | None = None,
+    max_body_mb: int | str | None = None,
+    max_batch: int | str | None = None,
+    subscriber_buffer: int | str | None = None,
+    heartbeat_s: float | str | None = None,
+    history: int | str | None = None,
     warmup: bool | None = None,
 ) -> None:
+    """Serve with these settings (None: the ``DIFFLOW_*`` variable or the default; a text,
+    as ``difflow serve`` passes its options, is parsed as the variable would be). A setting
+    the server cannot use ends it before it starts: one line, exit status 2."""
     try:
         settings = Settings.from_env(
             host=host,

@@ -75,27 +75,43 @@ def root(
     ctx.call_on_close(ctx.obj.close)
 
 
+def _setting(name: str, kind: str, default: str, about: str | None = None) -> Any:
+    """A ``serve`` option taken as text: the server's settings parse it (and its variable,
+    which typer reads), so that a value that does not parse stops the server with the same
+    one line as one out of range, not typer's usage box."""
+    return typer.Option(
+        envvar=f"DIFFLOW_{name.upper()}", metavar=kind, show_default=default, help=about
+    )
+
+
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(envvar="DIFFLOW_HOST")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(envvar="DIFFLOW_PORT")] = 8000,
-    data_dir: Annotated[str | None, typer.Option(envvar="DIFFLOW_DATA_DIR")] = None,
-    max_body_mb: Annotated[int, typer.Option(envvar="DIFFLOW_MAX_BODY_MB")] = 64,
-    max_batch: Annotated[int, typer.Option(envvar="DIFFLOW_MAX_BATCH")] = 1_000_000,
-    subscriber_buffer: Annotated[int, typer.Option(envvar="DIFFLOW_SUBSCRIBER_BUFFER")] = 10_000,
-    heartbeat_s: Annotated[float, typer.Option(envvar="DIFFLOW_HEARTBEAT_S")] = 10.0,
+    host: Annotated[str | None, _setting("host", "TEXT", "127.0.0.1")] = None,
+    port: Annotated[str | None, _setting("port", "INTEGER", "8000", "0 picks a free port")] = None,
+    data_dir: Annotated[str | None, _setting("data_dir", "PATH", "./difflow-data")] = None,
+    max_body_mb: Annotated[str | None, _setting("max_body_mb", "INTEGER", "64")] = None,
+    max_batch: Annotated[str | None, _setting("max_batch", "INTEGER", "1000000")] = None,
+    subscriber_buffer: Annotated[str | None, _setting("subscriber_buffer", "INTEGER", "10000")] = (
+        None
+    ),
+    heartbeat_s: Annotated[str | None, _setting("heartbeat_s", "SECONDS", "10")] = None,
     history: Annotated[
-        int, typer.Option(envvar="DIFFLOW_HISTORY", help="times kept queryable behind the frontier")
-    ] = 1000,
+        str | None,
+        _setting("history", "INTEGER", "1000", "times kept queryable behind the frontier"),
+    ] = None,
     warmup: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            envvar="DIFFLOW_WARMUP",
-            help="compile the engine's kernels in a background process when not cached yet",
+            "--warmup/--no-warmup",
+            show_default="warmup",
+            help="compile the engine's kernels in a background process when not cached yet "
+            "(env var: DIFFLOW_WARMUP)",  # read by the settings, as the options' texts are
         ),
-    ] = True,
+    ] = None,
 ) -> None:
-    """Run the server (engine embedded; local Spark started on the first load)."""
+    """Run the server (engine embedded; local Spark started on the first load). A value
+    that does not parse or is out of range stops it with one line naming the setting
+    (exit status 2)."""
     import api.server
 
     # api.server.main turns SIGTERM into a clean exit (status 0) after a graceful shutdown.

@@ -40,23 +40,24 @@ class Settings:
             value = getattr(self, name)
             if not least <= value <= most:
                 bound = f"from {least} to {most}" if most != _NO_MOST else f"at least {least}"
-                where = f"DIFFLOW_{name.upper()}"
-                if name in _FLAGS:
-                    where = f"--{name.replace('_', '-')} / {where}"
                 raise SettingsError(
-                    f"{name} ({where}) must be {bound}, not {value}", {"setting": name}
+                    f"{_named(name)} must be {bound}, not {value}", {"setting": name}
                 )
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         """Defaults, then ``DIFFLOW_<FIELD>`` variables, then explicit (non-None) overrides
-        (a variable a flag overrides is not read)."""
+        (a variable a flag overrides is not read). An empty variable is unset, as typer
+        reads the flags' variables. An override given as text (a flag's, as typed) is parsed
+        as its variable would be."""
         values: dict[str, object] = {}
         for f in fields(cls):
             raw = os.environ.get(f"DIFFLOW_{f.name.upper()}")
-            if raw is not None and overrides.get(f.name) is None:
+            if raw and overrides.get(f.name) is None:
                 values[f.name] = _convert(f.name, raw)
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = _convert(name, value) if isinstance(value, str) else value
         if "data_dir" in values:
             values["data_dir"] = Path(str(values["data_dir"]))
         return replace(cls(), **values)  # type: ignore[arg-type]
@@ -84,16 +85,26 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 
 
+def _named(name: str) -> str:
+    """A setting as its messages name it: ``max_batch (--max-batch / DIFFLOW_MAX_BATCH)``
+    (a value may have come from either)."""
+    where = f"DIFFLOW_{name.upper()}"
+    if name in _FLAGS:
+        where = f"--{name.replace('_', '-')} / {where}"
+    return f"{name} ({where})"
+
+
 def _convert(name: str, raw: str) -> object:
+    """The text of a variable or flag as the setting's type; SettingsError if it does not
+    parse."""
     default = getattr(Settings(), name)
-    variable = f"DIFFLOW_{name.upper()}"
     if isinstance(default, bool):
         if raw.strip().lower() in ("1", "true", "yes", "on"):
             return True
         if raw.strip().lower() in ("0", "false", "no", "off"):
             return False
         raise SettingsError(
-            f"{variable} must be true or false (1/0, yes/no, on/off), not {raw!r}",
+            f"{_named(name)} must be true or false (1/0, yes/no, on/off), not {raw!r}",
             {"setting": name},
         )
     kind = type(default)
@@ -103,7 +114,7 @@ def _convert(name: str, raw: str) -> object:
         except ValueError:
             what = "an integer" if kind is int else "a number"
             raise SettingsError(
-                f"{variable} must be {what}, not {raw!r}", {"setting": name}
+                f"{_named(name)} must be {what}, not {raw!r}", {"setting": name}
             ) from None
     if isinstance(default, Path):
         return Path(raw)

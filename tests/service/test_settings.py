@@ -3,6 +3,7 @@ range stop the server with one clear line, never a traceback or a silently chang
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -16,14 +17,19 @@ from tests.service.server import ROOT
 @pytest.mark.parametrize(
     ("variable", "value", "says"),
     [
-        ("PORT", "abc", "DIFFLOW_PORT must be an integer, not 'abc'"),
+        ("PORT", "abc", "port (--port / DIFFLOW_PORT) must be an integer, not 'abc'"),
         ("PORT", "70000", "port (--port / DIFFLOW_PORT) must be from 0 to 65535, not 70000"),
         ("MAX_BATCH", "0", "max_batch (--max-batch / DIFFLOW_MAX_BATCH) must be at least 1"),
         ("HISTORY", "-1", "history (--history / DIFFLOW_HISTORY) must be at least 1, not -1"),
-        ("ITERATE_ROUND_LIMIT", "abc", "DIFFLOW_ITERATE_ROUND_LIMIT must be an integer"),
+        (
+            "ITERATE_ROUND_LIMIT",
+            "abc",
+            "iterate_round_limit (DIFFLOW_ITERATE_ROUND_LIMIT) must be an integer, not 'abc'",
+        ),
         ("LOAD_WORKERS", "0", "load_workers (DIFFLOW_LOAD_WORKERS) must be at least 1, not 0"),
         ("HEARTBEAT_S", "0", "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be"),
-        ("WARMUP", "maybe", "DIFFLOW_WARMUP must be true or false"),
+        ("WARMUP", "maybe", "warmup (DIFFLOW_WARMUP) must be true or false"),
+        ("HEARTBEAT_S", "soon", "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a"),
     ],
 )
 def test_bad_values_are_refused_by_name(
@@ -44,17 +50,74 @@ def test_a_flag_overrides_its_variable_unread(monkeypatch: pytest.MonkeyPatch) -
         Settings.from_env(port=65_536)
 
 
-def test_the_server_exits_with_one_line() -> None:
-    """Not the port modulo 65,536 (70000 listened on 4464), not a traceback: status 2."""
+def test_a_flag_as_typed_is_parsed_as_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``difflow serve`` passes its options' text: the settings parse it, and name the
+    setting as for a value out of range."""
+    settings = Settings.from_env(max_batch="10", heartbeat_s="2.5", data_dir="d", host="h")
+    assert (settings.max_batch, settings.heartbeat_s, settings.host) == (10, 2.5, "h")
+    with pytest.raises(SettingsError) as err:
+        Settings.from_env(history="abc")
+    assert (
+        err.value.message == "history (--history / DIFFLOW_HISTORY) must be an integer, not 'abc'"
+    )
+    monkeypatch.setenv("DIFFLOW_MAX_BATCH", "")  # unset, as typer reads the flags' variables
+    assert Settings.from_env().max_batch == Settings().max_batch
+
+
+@pytest.mark.parametrize("command", [["api.server"], ["clients.cli", "serve"]])
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        (  # not the port modulo 65,536 (70000 listened on 4464)
+            ["--port", "70000"],
+            {},
+            "port (--port / DIFFLOW_PORT) must be from 0 to 65535, not 70000",
+        ),
+        (  # not typer's six-line usage box
+            ["--history", "abc"],
+            {},
+            "history (--history / DIFFLOW_HISTORY) must be an integer, not 'abc'",
+        ),
+        (
+            [],
+            {"DIFFLOW_MAX_BATCH": "lots"},
+            "max_batch (--max-batch / DIFFLOW_MAX_BATCH) must be an integer, not 'lots'",
+        ),
+        (
+            ["--heartbeat-s", "soon"],
+            {"DIFFLOW_HEARTBEAT_S": "5"},
+            "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a number, not 'soon'",
+        ),
+    ],
+)
+def test_the_server_exits_with_one_line(
+    command: list[str], args: list[str], env: dict[str, str], line: str
+) -> None:
+    """A setting the server cannot use: one line naming it, status 2, no traceback."""
     run = subprocess.run(
-        [sys.executable, "-m", "api.server", "--port", "70000", "--no-warmup"],
+        [sys.executable, "-m", *command, *args, "--no-warmup"],
         cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run
+    assert run.stderr.strip().splitlines() == [f"difflow: {line}"]
+    assert "listening" not in run.stdout
+
+
+def test_a_bad_warmup_variable_is_one_line_too() -> None:
+    """``--warmup/--no-warmup`` is a flag: its variable is read by the settings, not typer."""
+    run = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "serve", "--port", "0"],
+        cwd=ROOT,
+        env={**os.environ, "DIFFLOW_WARMUP": "maybe"},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert run.returncode == 2, run
     assert run.stderr.strip().splitlines() == [
-        "difflow: port (--port / DIFFLOW_PORT) must be from 0 to 65535, not 70000"
+        "difflow: warmup (DIFFLOW_WARMUP) must be true or false (1/0, yes/no, on/off), not 'maybe'"
     ]
-    assert "listening" not in run.stdout
