@@ -157,7 +157,7 @@ class Runtime:
             staged: list[WriteCommand] = []
             for item in items:
                 if isinstance(item, WriteCommand):
-                    if self.accept_write(item):
+                    if self._accept_guarded(item):
                         staged.append(item)
                     continue
                 if staged:
@@ -166,6 +166,16 @@ class Runtime:
                 self._control(item)
             if staged:
                 self._step(staged)
+
+    def _accept_guarded(self, cmd: WriteCommand) -> bool:
+        """:meth:`accept_write`, where a bug refuses the write (500 ``internal``) instead of
+        ending the engine thread, which every later request would wait on for good."""
+        try:
+            return self.accept_write(cmd)
+        except Exception as exc:
+            log.exception("write %s failed on the engine thread", cmd.token)
+            cmd.reject(ServiceError(f"internal error: {type(exc).__name__}: {exc}"))
+            return False
 
     def _control(self, cmd: _Control) -> None:
         try:
@@ -181,6 +191,12 @@ class Runtime:
             table = self.catalog.tables.get(cmd.table)
             if table is None:
                 raise NotFound(f"no table named {cmd.table!r}", {"name": cmd.table})
+            if cmd.shape is not None and table.shape is not cmd.shape:
+                raise NotFound(
+                    f"table {cmd.table!r} was dropped after this write arrived (the table "
+                    "now under its name is another one); send the write again",
+                    {"name": cmd.table},
+                )
             server = table.shape.timing == "server"
             staged = stage_write(
                 cmd.parsed,
@@ -215,6 +231,18 @@ class Runtime:
     def step(self) -> None:
         """Run one step now (engine thread): used after catalog changes to hydrate views."""
         self._step([])
+
+    def drop_view(self, name: str, rejected: bool = False) -> None:
+        """Drop a view (engine thread). Writes still pending no longer wait on it or list it
+        (a view made later under its name is another view); a ``rejected`` one, refused at
+        registration, is not among their ``failed_views`` either: it never existed."""
+        self.catalog.drop_view(name)
+        for w in self._pending:
+            if name in w.affected:
+                w.affected.remove(name)
+            if rejected:
+                w.failed_views.pop(name, None)
+        self._resolve()
 
     def drop_table(self, name: str) -> None:
         """Drop a table (engine thread). Writes still pending on it are done at once, with

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from service.ingest import ParsedWrite, StagedWrite
+from service.ingest import ParsedWrite, StagedWrite, TableShape
 
 __all__ = ["CompletionStore", "WriteCommand", "WriteState"]
 
@@ -48,6 +48,10 @@ class WriteCommand:
     # False for bulk writes (Spark loads): the done body's ``outputs`` stays empty instead of
     # holding one JSON row per output change; subscribers still get every change.
     report_outputs: bool = True
+    # the shape of the table the write was parsed for (None: parsed on the engine thread,
+    # against the table as it is): a table dropped and made again under its name since then
+    # is another table, and the write is refused rather than applied to it
+    shape: TableShape | None = None
 
     def reject(self, error: BaseException) -> None:
         self.state = WriteState.REJECTED

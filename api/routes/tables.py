@@ -80,7 +80,7 @@ async def submit_write(
 
     def parse() -> WriteCommand:
         parsed = parse_write(body, shape, rt.interner, rt.settings.max_batch)
-        return WriteCommand(table, parsed, arrival=arrival)
+        return WriteCommand(table, parsed, arrival=arrival, shape=shape)
 
     cmd = await asyncio.to_thread(parse) if big else parse()
     return rt.submit_write(cmd)

@@ -45,7 +45,7 @@ async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
         rt.adopt_view(v)
         rt.step()  # hydrate from the current contents of what it reads
         if v.failure is not None:
-            rt.catalog.drop_view(v.name)
+            rt.drop_view(v.name, rejected=True)
             raise Invalid(
                 f"the view could not compute its initial contents: {v.failure}",
                 {"path": "query"},
@@ -71,7 +71,7 @@ async def get_view(name: str, rt: RuntimeDep) -> JSONResponse:
 
 @router.delete("/views/{name}", status_code=204, response_class=Response, responses=ERRORS)
 async def drop_view(name: str, rt: RuntimeDep) -> Response:
-    await rt.call(lambda: rt.catalog.drop_view(name))
+    await rt.call(lambda: rt.drop_view(name))
     return Response(status_code=204)
 
 

@@ -1,0 +1,117 @@
+"""Where lifecycles meet: a write parsed for a table that is dropped and made again before
+the engine takes it, a write pending while the view it waits on is dropped and another made
+under its name, and a view refused at registration while a write is pending."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service import runtime as runtime_module
+from service.errors import NotFound, ServiceError
+from service.ingest import parse_write
+from service.runtime import Runtime
+from service.settings import Settings
+from service.writes import WriteCommand
+from tests.service.conftest import make_table, row_counts, write
+
+
+def test_a_write_parsed_for_a_dropped_table_is_refused(tmp_path: Path) -> None:
+    """The write was checked against the old table's columns; the table now under the name
+    has others. It is a 404, not applied (it killed the engine thread), and the engine goes
+    on."""
+    rt = Runtime(Settings(data_dir=tmp_path))
+    rt.start()
+    try:
+        on_engine = lambda fn: rt.submit(fn).result(timeout=30)  # noqa: E731
+        old = {"name": "x", "columns": [{"name": "a", "type": "int"}]}
+        on_engine(lambda: rt.catalog.create_table(old))
+        shape = rt.table_shape("x")
+        parsed = parse_write({"updates": [{"insert": {"a": 1}}]}, shape, rt.interner, 10)
+        cmd = WriteCommand("x", parsed, shape=shape)
+        on_engine(lambda: rt.drop_table("x"))
+        new = {
+            "name": "x",
+            "columns": [{"name": "a", "type": "string"}, {"name": "b", "type": "int"}],
+        }
+        on_engine(lambda: rt.catalog.create_table(new))
+        rt.submit_write(cmd)
+        with pytest.raises(NotFound, match="was dropped after this write arrived"):
+            cmd.accepted.result(timeout=30)
+        assert on_engine(lambda: rt.catalog.table("x").describe())["rows"] == 0
+    finally:
+        rt.stop()
+
+
+def test_a_pending_write_forgets_a_dropped_view(client: httpx.Client, name: str) -> None:
+    """The write to ``a`` waited on view ``v``; ``v`` is dropped and a new ``v`` reads ``b``:
+    the write does not wait on it or report ``b``'s rows."""
+    a, b, v = f"{name}_a", f"{name}_b", f"{name}_v"
+    for t in (a, b):
+        make_table(client, t, [("x", "int")], timing="client")
+    assert (
+        client.post("/v1/views", json={"name": v, "query": {"op": "table", "name": a}}).status_code
+        == 201
+    )
+    pending = write(client, a, {"updates": [{"insert": {"x": 5}, "time": 3}]}, status=202)
+    assert client.delete(f"/v1/views/{v}").status_code == 204
+    assert (
+        client.post("/v1/views", json={"name": v, "query": {"op": "table", "name": b}}).status_code
+        == 201
+    )
+    write(client, a, {"updates": [], "advance_to": 10})
+    r = client.get(f"/v1/completions/{pending['token']}")
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "done" and r.json()["outputs"] == {}
+    write(client, b, {"updates": [{"insert": {"x": 7}, "time": 3}], "advance_to": 10})
+    assert client.get(f"/v1/completions/{pending['token']}").json()["outputs"] == {}
+    assert row_counts(client, v) == {(("x", 7),): 1}
+
+
+def test_a_view_refused_at_registration_is_no_failed_view(client: httpx.Client, name: str) -> None:
+    """A view whose first contents fail is a 422 and never exists: a write pending meanwhile
+    does not list it under ``failed_views``."""
+    make_table(client, name, [("x", "int")], timing="client")
+    write(client, name, {"updates": [{"insert": {"x": 2**40}, "time": 0}], "advance_to": 1})
+    pending = write(client, name, {"updates": [{"insert": {"x": 1}, "time": 3}]}, status=202)
+    span = {
+        "op": "flat_map",
+        "input": {"op": "table", "name": name},
+        "as": "i",
+        "start": 0,
+        "stop": "x",
+    }
+    r = client.post("/v1/views", json={"name": f"{name}_bad", "query": span})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "view_failed", r.text
+    done = write(client, name, {"updates": [], "advance_to": 10})
+    assert done["status"] == "done"
+    body = client.get(f"/v1/completions/{pending['token']}").json()
+    assert body["status"] == "done" and "failed_views" not in body, body
+
+
+def test_a_bug_in_a_write_refuses_it_and_the_engine_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception that is no service error (a bug) while a write is taken answers that
+    write 500 ``internal``; the engine thread lives on for the next request."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    rt = Runtime(Settings(data_dir=tmp_path))
+    rt.start()
+    try:
+        spec = {"name": "x", "columns": [{"name": "a", "type": "int"}]}
+        rt.submit(lambda: rt.catalog.create_table(spec)).result(timeout=30)
+        shape = rt.table_shape("x")
+        parsed = parse_write({"updates": [{"insert": {"a": 1}}]}, shape, rt.interner, 10)
+        monkeypatch.setattr(runtime_module, "stage_write", broken)
+        cmd = rt.submit_write(WriteCommand("x", parsed, shape=shape))
+        with pytest.raises(ServiceError, match="RuntimeError: a bug") as err:
+            cmd.accepted.result(timeout=30)
+        assert err.value.status == 500 and err.value.code == "internal"
+        assert rt.submit(lambda: rt.catalog.table("x").describe()).result(timeout=30)["rows"] == 0
+    finally:
+        rt.stop()
