@@ -232,6 +232,8 @@ class Catalog:
         for op in hydrating:
             op.source.hydrate_since = start
         view.history.advance(start)  # it computed nothing before
+        if not start.is_empty:
+            view.start = start
         self.views[name] = view
         return view
 
@@ -335,7 +337,10 @@ class Catalog:
             if v.domain.dims > 1:  # complete times may reach past the frontier's maximum
                 times = v.output.op.spine.content().times
                 extent = times.max(axis=1) if times.shape[1] else None
-            return latest_complete(v.frontier, extent)
+            latest = latest_complete(v.frontier, extent)
+            if latest is not None and not since.beyond(np.asarray(latest).reshape(-1, 1))[0]:
+                return None  # complete times, but none since its start: nothing to name yet
+            return latest
         t = time_from_text(as_of, v.domain.dims, "as_of")
         arr = np.asarray(t, dtype=np.int64).reshape(-1, 1)
         complete = v.frontier.complete(arr)[0]

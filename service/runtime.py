@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, consolidate
-from engine.lattice import time_tuples
+from engine.lattice import advance_by, time_tuples
 from service.catalog import Catalog
 from service.codec import count_total, decode_rows, frontier_to_wire, time_to_wire
 from service.errors import NotFound, ServiceError, Unavailable
@@ -299,6 +299,11 @@ class Runtime:
     def _collect(self, v: ViewState) -> None:
         new = v.capture.drain()
         frontier = v.capture.frontier
+        if v.start is not None:  # a view that started ahead of its frontier (``ViewState``)
+            if len(new):
+                new = UpdateBatch(new.data, advance_by(new.times, v.start), new.diffs)
+            if v.start.precedes(frontier):  # later outputs are all at or beyond it
+                v.start = None
         if len(new):
             v.pending_out.append(new)
         final = None

@@ -66,6 +66,10 @@ class ViewState:
         self.subscribers: set[Subscriber] = set()
         self.readers: set[str] = set()
         self.failure: str | None = None  # set when its dataflow failed; it no longer runs
+        # where it started (``Catalog.create_view``), while its frontier has not reached it:
+        # outputs at earlier times are advanced to it, as its hydrated content was (an input
+        # that had forgotten those times could not say what the view held at them)
+        self.start: Antichain | None = None
 
     def latency_summary(self) -> dict[str, float | None]:
         if not self.latencies:

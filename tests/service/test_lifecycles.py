@@ -4,10 +4,12 @@ under its name, and a view refused at registration while a write is pending."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from service import runtime as runtime_module
 from service.errors import NotFound, ServiceError
@@ -15,7 +17,8 @@ from service.ingest import parse_write
 from service.runtime import Runtime
 from service.settings import Settings
 from service.writes import WriteCommand
-from tests.service.conftest import make_table, row_counts, write
+from tests.service.conftest import assert_error, make_table, row_counts, rows, write
+from tests.service.server import running_server
 
 
 def test_a_write_parsed_for_a_dropped_table_is_refused(tmp_path: Path) -> None:
@@ -115,3 +118,36 @@ def test_a_bug_in_a_write_refuses_it_and_the_engine_goes_on(
         assert rt.submit(lambda: rt.catalog.table("x").describe()).result(timeout=30)["rows"] == 0
     finally:
         rt.stop()
+
+
+def test_a_view_that_starts_ahead_of_its_frontier(tmp_path: Path) -> None:
+    """One input has forgotten its times before 995 (history 5, frontier 1000), the other is
+    at 0: the view starts at 995, its frontier is 10. It names no read time before its start,
+    and changes at earlier times reach it at 995, with the hydrated row, for reads and
+    subscribers alike (they were published at their own times, under a snapshot that held
+    none of them, and so lost)."""
+    with running_server(tmp_path, history=5) as s, s.client() as c:
+        for t in ("a", "c"):
+            make_table(c, t, [("k", "int")], timing="client")
+        write(c, "c", {"updates": [{"insert": {"k": 100}, "time": 0}], "advance_to": 1000})
+        union = {
+            "op": "concat",
+            "inputs": [{"op": "table", "name": "a"}, {"op": "table", "name": "c"}],
+        }
+        assert c.post("/v1/views", json={"name": "v", "query": union}).status_code == 201
+        with connect(f"{s.ws_url}/v1/views/v/subscribe?snapshot=true&progress=false") as ws:
+            assert json.loads(ws.recv(timeout=10))["time"] is None  # nothing since its start
+            for k in range(10):
+                write(c, "a", {"updates": [{"insert": {"k": k}, "time": k}], "advance_to": k + 1})
+            assert rows(c, "v") == {"time": None, "frontier": [10], "rows": []}
+            err = assert_error(
+                c.get("/v1/views/v/rows", params={"as_of": 9}), 409, "time_unavailable"
+            )
+            assert err["detail"]["valid_from"] == [995]
+            write(c, "a", {"updates": [], "advance_to": 1001})
+            frame = json.loads(ws.recv(timeout=10))
+        want = {(("k", k),): 1 for k in [*range(10), 100]}
+        assert frame["type"] == "diff" and frame["time"] == 995
+        assert {(("k", u["data"]["k"]),): u["diff"] for u in frame["updates"]} == want
+        assert row_counts(c, "v") == want and rows(c, "v")["time"] == 999
+        assert c.get("/v1/views/v").json()["rows"] == 11
