@@ -28,6 +28,7 @@ from service.codec import (
     count_total,
     frontier_from_wire,
     time_from_wire,
+    time_to_wire,
 )
 from service.errors import Conflict, Invalid, TooLarge
 from service.key_index import KeyChanges, KeyIndex
@@ -377,15 +378,14 @@ def _check_key_order(
     early = (times < before).any(axis=0)
     if early.any():
         i = int(np.flatnonzero(early)[0])
-        t = time_tuples(times[:, i : i + 1])[0]
-        b = time_tuples(before[:, i : i + 1])[0]
+        t = time_to_wire(time_tuples(times[:, i : i + 1])[0])
+        b = time_to_wire(time_tuples(before[:, i : i + 1])[0])
         what = f"updates[{i}]" if parsed.time_path.startswith("updates") else f"row {i}"
         raise Conflict(
-            f"{what} is at time {t[0] if len(t) == 1 else list(t)}, not at or beyond time "
-            f"{b[0] if len(b) == 1 else list(b)} already written to table {shape.name!r}: a "
-            "table with a primary key takes its updates in time order, as its keys are "
-            "checked in that order",
-            {"path": parsed.time_path.format(i), "written": b[0] if len(b) == 1 else list(b)},
+            f"{what} is at time {t}, not at or beyond time {b} already written to table "
+            f"{shape.name!r}: a table with a primary key takes its updates in time order, as "
+            "its keys are checked in that order",
+            {"path": parsed.time_path.format(i), "written": b},
             "time_out_of_order",
         )
     written = times.max(axis=1)
