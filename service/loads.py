@@ -13,8 +13,9 @@ Invariants:
   handed to the engine the job is ``committing`` and can no longer be cancelled.
 - The write is built, accepted (``Runtime.accept_write``, the one place writes are accepted)
   and stepped in one engine-thread command, after every earlier write was stepped, and only if
-  the table still has the shape the rows were read for. Its completion body carries no
-  per-row ``outputs`` (``report_outputs=False``); subscribers get every change.
+  the table is still the one the rows were read for (not dropped, nor made again). Its
+  completion body carries no per-row ``outputs`` (``report_outputs=False``); subscribers get
+  every change.
 - ``replace`` writes only the difference between the table's contents at the load's time and
   the source, computed in that same command, so no other write slips in between. Retractions
   come before insertions, so a table with a primary key can swap the row stored under a key.
@@ -163,11 +164,12 @@ class LoadJob:
             "mode": self.request.mode,
             "rows": self.rows,
             "rows_per_s": self.rows_per_s,
-            "error": self.error,
             "created": _iso(self.created),
             "started": _iso(self.started),
             "finished": _iso(self.finished),
         }
+        if self.error is not None:  # failed or cancelled
+            out["error"] = self.error
         if self.request.time is not None:
             out["time"] = time_to_wire(self.request.time)
         if self.updates is not None:
@@ -356,7 +358,9 @@ class LoadManager:
         columns = StorageColumns(job.shape.schema)
 
         def progress(rows: int) -> None:
-            job.rows = rows
+            with self._lock:  # a final state never changes: a cancelled job stops counting
+                if job.state is LoadState.RUNNING:
+                    job.rows = rows
 
         for chunk in stream_chunks(
             frame,
@@ -413,12 +417,11 @@ class LoadManager:
         table as it is now, accept it and step, so nothing can come in between."""
         runtime = self._runtime
         table = runtime.catalog.table(job.table)
-        if table.shape != job.shape:
-            raise Conflict(
-                f"table {job.table!r} was dropped and created again with other columns or "
-                "timing while the load ran; start the load again",
+        if table.shape is not job.shape:  # a table made since under the name is another
+            raise NotFound(
+                f"table {job.table!r} was dropped while the load ran (a table made since "
+                "under that name is another table); nothing was written",
                 {"table": job.table},
-                "table_changed",
             )
         cmd = WriteCommand(job.table, write(table), report_outputs=False)
         if runtime.accept_write(cmd):

@@ -2,8 +2,8 @@
 
 Invariants of a parsed ``LoadSpec``:
 - ``source`` is exactly one of a path (with a supported format and string options), a catalog
-  table, or a single SQL query (a read: it starts with SELECT, WITH, FROM, VALUES or TABLE, so
-  a load can never run DDL or DML).
+  table, or a single SQL query (it starts with SELECT, WITH, FROM, VALUES or TABLE; Spark
+  then runs it as a subquery, ``source.as_subquery``, so a load never runs DDL or DML).
 - ``columns`` holds one ``(table column, source column)`` pair per table column, in the
   table's schema order; unmapped table columns read the source column of the same name.
 - Every problem is an ``Invalid`` whose ``detail["path"]`` names the offending field. An

@@ -8,12 +8,15 @@ Invariants of the ``SourceFrame`` returned by ``build_source``:
 - Everything is checked by analysis only (Spark reads file footers or samples to learn the
   schema, but no job reads the data): a missing source, a missing column, a column whose type
   cannot become the table type, or a bad ``where`` fail here, before any row moves.
+- A SQL source runs as a subquery (``as_subquery``): only a query can; a statement that
+  writes fails to parse before anything runs.
 - Spark's exceptions are translated here into ``LoadError`` (``source_not_found``,
   ``source_unreadable``, ``column_missing``, ``column_type``) or ``Invalid`` for a bad spec.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,10 +39,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["SourceFrame", "build_source"]
+__all__ = ["SourceFrame", "as_subquery", "build_source"]
 
 _READER_DEFAULTS: dict[str, dict[str, str]] = {"csv": {"header": "true"}}
 _CORRUPT_RECORD = "_corrupt_record"
+_TRAILING = re.compile(r"[\s;]+\Z")  # semicolons and blanks ending a query
 
 _T = TypeVar("_T")
 
@@ -90,10 +94,18 @@ def _read(spark: SparkSession, source: Source) -> DataFrame:
     if isinstance(source, TableSource):
         return _analysed(spark.table(source.table))
     if isinstance(source, SqlSource):
-        return _analysed(spark.sql(source.sql))
+        return _analysed(spark.sql(as_subquery(source.sql)))
     options = {**_READER_DEFAULTS.get(source.format, {}), **source.options}
     reader = spark.read.format(source.format).options(**options)
     return _analysed(reader.load(source.path))
+
+
+def as_subquery(sql: str) -> str:
+    """``sql`` as the subquery of a ``SELECT *``: Spark runs a command the moment it parses
+    it, and one that starts like a query (``WITH q AS (...) INSERT ...``, ``FROM t INSERT
+    ...``) is no subquery, so it fails to parse and nothing runs. Trailing semicolons go; the
+    closing parenthesis is on a line of its own, after any trailing comment."""
+    return f"SELECT * FROM (\n{_TRAILING.sub('', sql)}\n) AS difflow_source"
 
 
 def _analysed(df: DataFrame) -> DataFrame:
