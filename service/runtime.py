@@ -34,7 +34,7 @@ from service.errors import NotFound, ServiceError, Unavailable
 from service.ingest import TableShape, stage_write
 from service.metrics import Metrics
 from service.settings import Settings
-from service.subscriptions import Subscriber
+from service.subscriptions import Subscriber, encoded_parts
 from service.views import ViewState
 from service.writes import CompletionStore, WriteCommand, WriteState
 
@@ -332,10 +332,10 @@ class Runtime:
         if not v.subscribers or not len(final):
             return
         for t, updates in _by_time(final, v, self.interner):
-            frame = {"type": "diff", "time": t, "updates": updates}
-            for s in list(v.subscribers):
-                if not s.push(frame):
-                    v.subscribers.discard(s)
+            for body in encoded_parts({"time": t}, updates):
+                for s in list(v.subscribers):
+                    if not s.push_encoded("diff", body):
+                        v.subscribers.discard(s)
 
     def _resolve(self) -> None:
         now = time.perf_counter()
@@ -419,14 +419,10 @@ class Runtime:
             ]
             size = max(self.settings.snapshot_frame_rows, 1)
             chunks = [updates[i : i + size] for i in range(0, len(updates), size)] or [[]]
+            head = {"time": time_to_wire(t) if t is not None else None}
             for chunk in chunks:
-                sub.push(
-                    {
-                        "type": "snapshot",
-                        "time": time_to_wire(t) if t is not None else None,
-                        "updates": chunk,
-                    }
-                )
+                for body in encoded_parts(head, chunk):
+                    sub.push_encoded("snapshot", body)
             self._late_final(v, sub, t)
         if progress:
             sub.push({"type": "progress", "frontier": frontier_to_wire(v.frontier)})
@@ -444,7 +440,8 @@ class Runtime:
             done &= ~(content.times <= np.asarray(t, dtype=np.int64).reshape(-1, 1)).all(axis=0)
         late = consolidate(content.take(done))
         for tt, updates in _by_time(late, v, self.interner):
-            sub.push({"type": "diff", "time": tt, "updates": updates})
+            for body in encoded_parts({"time": tt}, updates):
+                sub.push_encoded("diff", body)
 
     def close_subscribers(self, reason: str) -> None:
         """Close every subscription (any thread): each gets a ``closed`` frame."""

@@ -5,6 +5,10 @@ assigned their ``seq`` and queued under one lock (the engine thread queues diffs
 progress, the socket task queues heartbeats). A subscriber with more than ``limit`` frames
 unsent is closed: its unsent frames are dropped and a ``closed`` frame, numbered right after
 the last frame it was sent, tells it why. The engine never waits for a subscriber.
+
+A diff or snapshot frame holds at most ``FRAME_BYTES`` (``encoded_parts``): the changes of a
+time that would make a bigger one go out in several frames of that time, in order, since a
+websockets client refuses a message over 1 MiB unless told otherwise.
 """
 
 from __future__ import annotations
@@ -18,7 +22,20 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Subscriber", "SubscriberState"]
+__all__ = ["FRAME_BYTES", "Subscriber", "SubscriberState", "encoded_parts"]
+
+FRAME_BYTES = 1_000_000  # under 2**20 with the frame's type and seq
+
+
+def encoded_parts(head: dict[str, Any], updates: list[Any]) -> list[bytes]:
+    """``{**head, "updates": updates}`` as JSON objects of at most ``FRAME_BYTES`` each, the
+    updates split in order between them (one update alone may be bigger); encoded once for
+    every subscriber (``Subscriber.push_encoded``)."""
+    body = orjson.dumps({**head, "updates": updates})
+    if len(body) <= FRAME_BYTES or len(updates) <= 1:
+        return [body]
+    half = len(updates) // 2
+    return encoded_parts(head, updates[:half]) + encoded_parts(head, updates[half:])
 
 
 class SubscriberState(Enum):
@@ -45,6 +62,12 @@ class Subscriber:
     # -- producer side (engine thread and heartbeat task) ----------------------------------
     def push(self, frame: dict[str, Any]) -> bool:
         """Queue a frame; returns False (and closes the subscriber) when it is too far behind."""
+        body = orjson.dumps({k: v for k, v in frame.items() if k != "type"})
+        return self.push_encoded(frame["type"], body)
+
+    def push_encoded(self, kind: str, body: bytes) -> bool:
+        """:meth:`push` of a frame of type ``kind`` whose other fields are the JSON object
+        ``body``."""
         with self._lock:
             if self.state is not SubscriberState.OPEN:
                 return False
@@ -54,7 +77,7 @@ class Subscriber:
                     "(--subscriber-buffer)"
                 )
                 return False
-            self._append_locked(frame)
+            self._append_locked(kind, body)
         self._notify()
         return True
 
@@ -67,17 +90,14 @@ class Subscriber:
     def _close_locked(self, reason: str) -> None:
         self._frames.clear()
         self._next_seq = self._sent_seq + 1
-        self._append_locked({"type": "closed", "reason": reason})
+        self._append_locked("closed", orjson.dumps({"reason": reason}))
         self.state = SubscriberState.CLOSING
 
-    def _append_locked(self, frame: dict[str, Any]) -> None:
-        frame = {
-            "type": frame["type"],
-            "seq": self._next_seq,
-            **{k: v for k, v in frame.items() if k != "type"},
-        }
+    def _append_locked(self, kind: str, body: bytes) -> None:
+        """The frame ``{"type": kind, "seq": next, **body}``."""
+        head = b'{"type":"%s","seq":%d' % (kind.encode(), self._next_seq)
         self._next_seq += 1
-        self._frames.append(orjson.dumps(frame))
+        self._frames.append(head + (b"," + body[1:] if len(body) > 2 else b"}"))
 
     def _notify(self) -> None:
         with contextlib.suppress(RuntimeError):  # the event loop is gone (shutting down)
@@ -112,7 +132,7 @@ class Subscriber:
     def heartbeat(self) -> None:
         with self._lock:
             if self.state is SubscriberState.OPEN and not self._frames:
-                self._append_locked({"type": "heartbeat"})
+                self._append_locked("heartbeat", b"{}")
         self._notify()
 
     @property

@@ -125,6 +125,43 @@ def test_subscription_snapshot_diffs_progress(server, client: httpx.Client, name
             }
 
 
+def test_a_big_time_comes_in_frames_a_default_client_takes(
+    server, client: httpx.Client, name: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A write of 60,000 rows (about 3 MB of changes at one time) reaches a subscriber that
+    uses the websockets defaults (messages up to 1 MiB) as several diff frames of that time,
+    in order, with gap-free seq; so does a snapshot of them."""
+    make_table(client, name, [("k", "int"), ("s", "string")])
+    view = f"{name}_all"
+    plan = {"op": "table", "name": name}
+    assert client.post("/v1/views", json={"name": view, "query": plan}).status_code == 201
+    n = 60_000
+    rows = {(k, f"row {k:08d}"): 1 for k in range(n)}
+    url = f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=false&progress=false"
+    with connect(url) as ws:  # max_size: the default 1 MiB
+        body = {"columns": {"k": [k for k, _ in rows], "s": [s for _, s in rows]}}
+        t = write(client, name, body)["times"][0]
+        got: dict[tuple, int] = {}
+        seqs = []
+        while sum(got.values()) < n:
+            frame = recv(ws)
+            assert frame["type"] == "diff" and frame["time"] == t, frame
+            seqs.append(frame["seq"])
+            for u in frame["updates"]:
+                got[(u["data"]["k"], u["data"]["s"])] = u["diff"]
+        assert len(seqs) > 1 and seqs == list(range(len(seqs)))
+        assert got == rows
+    url = f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=true&progress=true"
+    with connect(url) as ws:
+        got = {}
+        frame = recv(ws)
+        while frame["type"] == "snapshot":
+            for u in frame["updates"]:
+                got[(u["data"]["k"], u["data"]["s"])] = u["diff"]
+            frame = recv(ws)
+        assert frame["type"] == "progress" and got == rows
+
+
 def test_subscribe_unknown_view_is_an_error_frame(server) -> None:  # type: ignore[no-untyped-def]
     with connect(f"{server.ws_url}/v1/views/nope/subscribe") as ws:
         f = recv(ws)
@@ -228,14 +265,18 @@ def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no
             r = c.post("/v1/tables/big/updates", json=body)
             assert r.status_code == 200 and r.json()["status"] == "done"
         deadline = time.time() + 60
-        while (
-            sum(1 for f in good_frames if f["type"] == "diff") < writes and time.time() < deadline
-        ):
+
+        def received() -> int:
+            return sum(len(f["updates"]) for f in good_frames if f["type"] == "diff")
+
+        while received() < writes * 1200 and time.time() < deadline:
             time.sleep(0.1)
         stop.set()
         t.join()
         diffs = [f for f in good_frames if f["type"] == "diff"]
-        assert len(diffs) == writes  # the reading subscriber got everything
+        # the reading subscriber got everything, each write's ~2.4 MB in frames of < 1 MiB
+        assert received() == writes * 1200 and len({f["time"] for f in diffs}) == writes
+        assert len(diffs) > writes
         assert [f["seq"] for f in good_frames] == list(range(len(good_frames)))
         frames = []
         while (f := stalled.frame()) is not None:
