@@ -83,7 +83,7 @@ class Invalid(ServiceError):
 class LoadError(ServiceError):
     """A load that cannot run or failed; ``code`` names the cause (``spark_unavailable``,
     ``source_not_found``, ``source_unreadable``, ``column_missing``, ``column_type``,
-    ``null_value``, ``cancelled``). A malformed load spec is :class:`Invalid`."""
+    ``null_value``, ``not_finite``, ``cancelled``). A malformed load spec is :class:`Invalid`."""
 
     status = 422
     code = "load_failed"

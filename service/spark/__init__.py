@@ -9,8 +9,8 @@ float, bool, string) but nothing of the catalog or the engine. Typical use::
         ...                                              # {"src": int64 array, "dst": ...}
 
 Errors are ``service.errors.LoadError`` (``code``: ``spark_unavailable``, ``source_not_found``,
-``source_unreadable``, ``column_missing``, ``column_type``, ``null_value``, ``cancelled``) or
-``Invalid`` for a spec that does not fit.
+``source_unreadable``, ``column_missing``, ``column_type``, ``null_value``, ``not_finite``,
+``cancelled``) or ``Invalid`` for a spec that does not fit.
 """
 
 from service.spark.arrow_stream import (

@@ -8,7 +8,8 @@ Invariants:
   and writable) for int / float / bool columns, and string columns to a pyarrow string array,
   or to ``int64`` ids when an ``intern`` callback is given (each distinct string of a chunk is
   passed to it once).
-- difflow has no nulls: a null in any column stops the stream with ``LoadError("null_value")``.
+- difflow has no nulls: a null in any column stops the stream with ``LoadError("null_value")``;
+  nor non-finite floats (JSON has none): a NaN or infinity, with ``LoadError("not_finite")``.
 - Cancellation is cooperative: ``cancel`` is checked before the first Spark job and between
   chunks; once set, the stream stops with ``LoadError("cancelled")`` and releases Spark. When
   ``cancel`` is a ``threading.Event``, a watchdog thread also cancels the stream's running
@@ -190,7 +191,10 @@ def _to_chunk(
         elif kind == "bool":
             chunk[name] = column.to_numpy(zero_copy_only=False)
         else:
-            chunk[name] = column.to_numpy(zero_copy_only=False, writable=True)
+            values = column.to_numpy(zero_copy_only=False, writable=True)
+            if kind == "float" and not bool(np.isfinite(values).all()):
+                raise _not_finite_error(frame, name, values, rows_before)
+            chunk[name] = values
     return chunk
 
 
@@ -202,6 +206,21 @@ def _null_error(frame: SourceFrame, name: str, column: pa.Array, rows_before: in
         f'where); difflow tables hold no nulls: add a where such as "{source} IS NOT NULL" '
         "or fill them in a sql source (COALESCE)",
         code="null_value",
+        detail={"column": name, "source_column": source, "row": first},
+    )
+
+
+def _not_finite_error(
+    frame: SourceFrame, name: str, values: np.ndarray, rows_before: int
+) -> LoadError:
+    source = frame.source_columns.get(name, name)
+    first = rows_before + int(np.argmin(np.isfinite(values)))
+    return LoadError(
+        f"column {frame.describe(name)} has the value {values[first - rows_before]} (row "
+        f"{first} of the source, after where); difflow floats are finite, as in JSON writes: "
+        f'add a where such as "{source} BETWEEN -1.7976931348623157E308 AND '
+        '1.7976931348623157E308"',
+        code="not_finite",
         detail={"column": name, "source_column": source, "row": first},
     )
 

@@ -356,6 +356,23 @@ def test_schema_mismatch_fails_and_changes_nothing(
     assert table_rows(client, name) == 0 and row_counts(client, view) == {}
 
 
+def test_non_finite_floats_fail_the_load(client: httpx.Client, data_dir: Path, name: str) -> None:
+    """JSON has no NaN or infinity, and writes refuse them: so do loads, naming the row."""
+    make_table(client, name, [("k", "int"), ("x", "float")])
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        path = parquet(data_dir, {"k": [1, 2, 3], "x": [0.5, 1.5, bad]})
+        status = load(client, name, {"source": {"path": path}})
+        assert status["state"] == "failed", status
+        error = status["error"]
+        assert error["code"] == "not_finite", status
+        assert error["detail"] == {"column": "x", "source_column": "x", "row": 2}, status
+    assert table_rows(client, name) == 0
+    path = parquet(data_dir, {"k": [1, 2, 3], "x": [0.5, 1.5, float("nan")]})
+    where = "x BETWEEN -1.7976931348623157E308 AND 1.7976931348623157E308"
+    status = load(client, name, {"source": {"path": path}, "where": where})
+    assert status["state"] == "done" and status["rows"] == 2, status
+
+
 def test_primary_key_violations_fail_the_load(
     client: httpx.Client, data_dir: Path, name: str
 ) -> None:
