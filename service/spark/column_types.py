@@ -1,9 +1,10 @@
 """The four table types (int, float, bool, string) as Spark and Arrow types, and which Spark
 types may become which table type.
 
-Invariant: a conversion is allowed only when it cannot lose information silently. Integers
-widen to int and float, decimals with no fraction (precision <= 18) become int, any number
-becomes float, booleans stay booleans and strings stay strings. Text sources (CSV) hold every
+Invariant: a conversion is allowed only when it cannot lose information silently, except
+that any number becomes float, rounded to the nearest double (as a JSON number written to a
+float column is). Integers widen to int, decimals with no fraction (precision <= 18) become
+int, booleans stay booleans and strings stay strings. Text sources (CSV) hold every
 value as a string, so there strings may also be parsed into int, float or bool; Spark then
 fails the load on the first malformed value (ANSI casts) instead of guessing.
 """
