@@ -54,10 +54,10 @@ class _StateCollector(Collector):
         )
         subs = GaugeMetricFamily("difflow_subscribers", "Open subscriptions", labels=["view"])
         for v in list(rt.catalog.views.values()):
-            for op in arrangements_of(v.ops):
+            for label, op in arrangements_of(v.ops):
                 spine = op.spine
-                records.add_metric([v.name, op.name], spine.records())
-                nbytes.add_metric([v.name, op.name], spine.nbytes())
+                records.add_metric([v.name, label], spine.records())
+                nbytes.add_metric([v.name, label], spine.nbytes())
             subs.add_metric([v.name], len(v.subscribers))
         for e in list(rt.catalog.shared.entries.values()):
             spine = e.arrangement.op.spine

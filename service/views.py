@@ -24,15 +24,26 @@ from service.subscriptions import Subscriber
 __all__ = ["ViewState", "arrangements_of"]
 
 
-def arrangements_of(ops: list[Operator]) -> list[Arrange | Reduce]:
-    """Every operator holding a spine among ``ops``, loop bodies included."""
-    out: list[Arrange | Reduce] = []
+def arrangements_of(ops: list[Operator]) -> list[tuple[str, Arrange | Reduce]]:
+    """Every operator holding a spine among ``ops``, loop bodies included, each with a name
+    of its own: its operator's name, after ``iterate: `` per loop it is in, and ``#2``,
+    ``#3``, ... where that name was taken (descriptions and metric labels tell them apart)."""
+    named: list[tuple[str, Arrange | Reduce]] = []
+    _collect(ops, "", named)
+    taken: dict[str, int] = {}
+    out = []
+    for label, op in named:
+        taken[label] = taken.get(label, 0) + 1
+        out.append((label if taken[label] == 1 else f"{label} #{taken[label]}", op))
+    return out
+
+
+def _collect(ops: list[Operator], prefix: str, out: list[tuple[str, Arrange | Reduce]]) -> None:
     for op in ops:
         if isinstance(op, (Arrange, Reduce)):
-            out.append(op)
+            out.append((prefix + op.name, op))
         if isinstance(op, LoopRegion):
-            out.extend(arrangements_of(op.inner.operators))
-    return out
+            _collect(op.inner.operators, prefix + "iterate: ", out)
 
 
 class ViewState:
@@ -83,12 +94,12 @@ class ViewState:
     def describe(self, shared: list[tuple[str, Arranged, list[str]]]) -> dict[str, Any]:
         arrangements = [
             {
-                "name": op.name,
+                "name": label,
                 "records": op.spine.records(),
                 "bytes": op.spine.nbytes(),
                 "shared_with": [],
             }
-            for op in arrangements_of(self.ops)
+            for label, op in arrangements_of(self.ops)
         ]
         arrangements += [
             {

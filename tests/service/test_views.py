@@ -502,3 +502,30 @@ def test_integers_in_a_plan_fit_in_64_bits(client: httpx.Client, name: str) -> N
     created = client.post("/v1/views", json={"name": f"{name}_v", "query": fits})
     assert created.status_code == 201
     assert [c["type"] for c in created.json()["columns"]] == ["int", "int", "float"]
+
+
+def test_arrangement_names_are_unique_in_descriptions_and_metrics(
+    client: httpx.Client, name: str
+) -> None:
+    """API.md's reachability view arranges the edges by src and the reached nodes by node
+    both outside its iterate and inside it: each arrangement has a name of its own, in the
+    description and as the label of its series in ``/metrics`` (a repeated label set is a
+    duplicate sample, which Prometheus refuses)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    roots, edges, view = f"{name}_r", f"{name}_e", f"{name}_reach"
+    make_table(client, roots, [("node", "int")])
+    make_table(client, edges, [("src", "int"), ("dst", "int")])
+    write(client, edges, {"columns": {"src": [1, 2], "dst": [2, 3]}})
+    write(client, roots, {"columns": {"node": [1]}})
+    r = client.post("/v1/views", json={"name": view, "query": reach_plan(roots, edges)})
+    assert r.status_code == 201, r.text
+    names = [a["name"] for a in client.get(f"/v1/views/{view}").json()["arrangements"]]
+    assert len(names) == len(set(names)), names
+    metrics = client.get("/metrics").text
+    for family in text_string_to_metric_families(metrics):
+        seen = [(s.name, tuple(sorted(s.labels.items()))) for s in family.samples]
+        assert len(seen) == len(set(seen)), [x for x in seen if seen.count(x) > 1]
+        if family.name == "difflow_arrangement_records":
+            ours = [dict(labels)["arrangement"] for _, labels in seen if ("view", view) in labels]
+            assert sorted(ours) == sorted(names)
