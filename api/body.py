@@ -33,12 +33,17 @@ def _not_json(constant: str) -> None:
     raise ValueError(f"{constant} is not JSON")
 
 
+def _grammar_only(digits: str) -> int:
+    """An integer's digits, not converted: ``int()`` refuses more than 4,300 of them."""
+    return 0
+
+
 def _grammatical(raw: bytes | str) -> bool:
     """Whether text orjson refused follows JSON's grammar all the same (the standard
     library's parser, which takes ``1e400`` and ``"\\ud800"``, without its extensions)."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        json.loads(text, parse_constant=_not_json)
+        json.loads(text, parse_constant=_not_json, parse_int=_grammar_only)
     except (ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
         return False
     return True
