@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from api import ws
 from api.errors import install_error_handlers
+from api.head import HeadAsGet
 from api.responses import JSONResponse
 from api.routes import loads, ops, tables, views
 from service.loads import LoadManager
@@ -43,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
+    app.add_middleware(HeadAsGet)
     app.include_router(ops.router)
     app.include_router(tables.router)
     app.include_router(views.router)

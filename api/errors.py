@@ -49,6 +49,8 @@ def _allowed_methods(request: Request) -> str:
         scope = {**request.scope, "method": method}
         if any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes):
             served.append(method)
+            if method == "GET":
+                served.append("HEAD")  # api.head
     return ", ".join(served)
 
 
@@ -62,11 +64,12 @@ def install_error_handlers(app: FastAPI) -> None:
         code = _CODES.get(exc.status_code, "error")
         message = str(exc.detail) if exc.detail else code
         headers = dict(exc.headers) if exc.headers else None
+        method = "HEAD" if request.scope.get("head") else request.method  # api.head
         if exc.status_code == 404:
-            message = f"no such endpoint: {request.method} {request.url.path}"
+            message = f"no such endpoint: {method} {request.url.path}"
         if exc.status_code == 405:
             allowed = _allowed_methods(request)
-            message = f"{request.method} is not served at {request.url.path}; it serves {allowed}"
+            message = f"{method} is not served at {request.url.path}; it serves {allowed}"
             headers = {**(headers or {}), "Allow": allowed}
         return error_response(exc.status_code, code, message, headers=headers)
 

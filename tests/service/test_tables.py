@@ -179,10 +179,23 @@ def test_wrong_method_is_405_naming_the_allowed_ones(client: httpx.Client, name:
     make_table(client, name, [("x", "int")])
     r = client.put(f"/v1/tables/{name}")
     assert_error(r, 405, "method_not_allowed")
-    assert set(r.headers["allow"].split(", ")) == {"GET", "DELETE"}
+    assert set(r.headers["allow"].split(", ")) == {"GET", "HEAD", "DELETE"}
     r = client.request("TRACE", "/v1/views")
     assert_error(r, 405)
-    assert set(r.headers["allow"].split(", ")) == {"GET", "POST"}
+    assert set(r.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}
+    r = client.head(f"/v1/tables/{name}/updates")  # served for POST alone
+    assert r.status_code == 405 and r.content == b"" and r.headers["allow"] == "POST"
+
+
+def test_head_is_a_get_without_its_body(client: httpx.Client, name: str) -> None:
+    """HEAD wherever GET is served (RFC 9110): the GET's status and headers, no body."""
+    make_table(client, name, [("x", "int")])
+    for path in ("/healthz", "/metrics", "/v1/tables", f"/v1/tables/{name}", "/v1/views"):
+        got, head = client.get(path), client.head(path)
+        assert head.status_code == got.status_code == 200, (path, head.status_code)
+        assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+    head = client.head(f"/v1/tables/{name}_nope")
+    assert head.status_code == 404 and head.content == b""
 
 
 def test_rows_past_int64_saturate_and_the_listings_still_answer(
