@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -50,4 +51,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(views.router)
     app.include_router(loads.router)
     app.include_router(ws.router)
+    app.openapi = lambda: _document(app)  # type: ignore[method-assign]
     return app
+
+
+def _document(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document, without the 422 FastAPI documents for any route with a
+    parameter: its validation errors are answered in the error envelope (``api.errors``),
+    declared where a route can give them; routes that cannot, such as a lookup by token,
+    declare no 422."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    doc = FastAPI.openapi(app)  # kept as app.openapi_schema: changed in place here, once
+    for methods in doc["paths"].values():
+        for op in methods.values():
+            if "HTTPValidationError" in str(op["responses"].get("422", {})):
+                del op["responses"]["422"]
+    for name in ("HTTPValidationError", "ValidationError"):
+        doc.get("components", {}).get("schemas", {}).pop(name, None)
+    return doc
