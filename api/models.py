@@ -175,7 +175,7 @@ class RowsPublic(Strict):
 class ErrorDetail(Strict):
     code: str
     message: str
-    detail: Any = None
+    detail: Any  # always given, null where nothing applies
 
 
 class ErrorBody(Strict):

@@ -73,6 +73,8 @@ def test_health_and_openapi(client: httpx.Client) -> None:
     }
     assert errors == {"ErrorBody"}, errors
     assert "HTTPValidationError" not in spec["components"]["schemas"]
+    error = spec["components"]["schemas"]["ErrorDetail"]
+    assert sorted(error["required"]) == ["code", "detail", "message"]  # detail: null at least
 
 
 def test_create_describe_list_drop(client: httpx.Client, name: str) -> None:
