@@ -34,8 +34,13 @@ def encoded_parts(head: dict[str, Any], updates: list[Any]) -> list[bytes]:
     body = orjson.dumps({**head, "updates": updates})
     if len(body) <= FRAME_BYTES or len(updates) <= 1:
         return [body]
-    half = len(updates) // 2
-    return encoded_parts(head, updates[:half]) + encoded_parts(head, updates[half:])
+    parts = min(len(updates), len(body) // (FRAME_BYTES * 9 // 10) + 1)  # ~90% full each
+    size = -(-len(updates) // parts)
+    return [
+        part
+        for i in range(0, len(updates), size)
+        for part in encoded_parts(head, updates[i : i + size])
+    ]
 
 
 class SubscriberState(Enum):
