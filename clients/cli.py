@@ -181,6 +181,12 @@ def view_create(
         plan = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise typer.BadParameter(f"the plan is not JSON: {exc}", param_hint="--file") from exc
+    if not isinstance(plan, dict):
+        message = f"the plan must be a JSON object (a plan node), not {type(plan).__name__}"
+        raise typer.BadParameter(message, param_hint="--file")
+    if "op" not in plan and "query" in plan:
+        message = 'the file holds {"name", "query"}: give the plan alone (its "query")'
+        raise typer.BadParameter(message, param_hint="--file")
     answer = client_of(ctx).create_view(name, plan)
     typer.echo(f"created view {answer['name']} ({columns_text(answer.get('columns', []))})")
 

@@ -10,6 +10,7 @@ Batches hold at most ``size`` updates; CSV batches use the columnar write form.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ __all__ = [
 
 _UPDATE_KEYS = ("insert", "delete", "upsert", "data")
 _BOOLS = {"true": True, "false": False, "1": True, "0": False}
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 
 
 class InputError(Exception):
@@ -118,6 +120,8 @@ def csv_batches(stream: TextIO, column_types: Mapping[str, str], size: int) -> I
     header = next(reader, None)
     if header is None:
         return
+    if header and header[0].startswith("\ufeff"):  # a byte order mark (Excel writes one)
+        header[0] = header[0][1:]
     kinds = _column_kinds(header, column_types)
     columns: dict[str, list[Any]] = {name: [] for name in header}
     count = 0
@@ -152,9 +156,27 @@ def _parse_bool(text: str) -> bool:
         raise ValueError(text) from None
 
 
+def _parse_int(text: str) -> int:
+    value = int(text)
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise _Unfit("does not fit in 64 bits")
+    return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # JSON has no NaN or infinity: the server would get null
+        raise _Unfit("is not a finite float")
+    return value
+
+
+class _Unfit(ValueError):
+    """A value of the column's type that the column cannot hold; says why."""
+
+
 _PARSERS: dict[str, Callable[[str], Any]] = {
-    "int": int,
-    "float": float,
+    "int": _parse_int,
+    "float": _parse_float,
     "bool": _parse_bool,
     "string": str,
 }
@@ -178,5 +200,7 @@ def _column_kinds(header: list[str], column_types: Mapping[str, str]) -> dict[st
 def _convert(kind: str, text: str, line: int, name: str) -> Any:
     try:
         return _PARSERS[kind](text)
+    except _Unfit as exc:
+        raise InputError(f"line {line}, column {name}: {text!r} {exc}") from None
     except ValueError:
         raise InputError(f"line {line}, column {name}: {text!r} is not of type {kind}") from None

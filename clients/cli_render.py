@@ -28,7 +28,8 @@ __all__ = [
 
 
 def stdout() -> Console:
-    return Console(soft_wrap=False, highlight=False)
+    # no markup or emoji codes: values print as they are ("[red]x[/red]", ":smile:")
+    return Console(soft_wrap=False, highlight=False, markup=False, emoji=False)
 
 
 def json_text(value: Any) -> str:

@@ -9,7 +9,8 @@ in tests) and ``ws_connect=`` any function opening a WebSocket connection.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -41,6 +42,15 @@ def _transport_error(url: str, call: Call, exc: Exception) -> ConnectionFailed:
     return ConnectionFailed(f"{call.method} {url}{call.path}: {exc or type(exc).__name__}")
 
 
+@contextmanager
+def _valid_url(url: str) -> Iterator[None]:
+    """A server URL httpx cannot parse (a bad port, say) is a ``ConnectionFailed``."""
+    try:
+        yield
+    except httpx.InvalidURL as exc:
+        raise ConnectionFailed(f"bad URL {url!r}: {exc}") from exc
+
+
 def _subscribe_path(view: str, snapshot: bool, progress: bool) -> tuple[str, dict[str, str]]:
     flags = {"snapshot": snapshot, "progress": progress}
     return f"/v1/views/{segment(view)}/subscribe", {k: str(v).lower() for k, v in flags.items()}
@@ -58,7 +68,8 @@ class Client:
         ws_connect: SyncConnect = connect_sync,
     ) -> None:
         self.url = resolve_url(url)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        with _valid_url(self.url):
+            self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
         self._ws_connect = ws_connect
 
     def __enter__(self) -> Client:
@@ -181,7 +192,8 @@ class AsyncClient:
         ws_connect: AsyncConnect = connect_async,
     ) -> None:
         self.url = resolve_url(url)
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
+        with _valid_url(self.url):
+            self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
         self._ws_connect = ws_connect
 
     async def __aenter__(self) -> AsyncClient:

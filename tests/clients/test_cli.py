@@ -165,6 +165,10 @@ def test_push_csv_converts_by_column_type(exchange: Exchange, tmp_path: Path) ->
         ("src,dst\n1,2\nx,3\n", "error: bad_input: line 3, column src: 'x' is not of type int\n"),
         ("src,dst\n1,2,3\n", "error: bad_input: line 2: 3 values for 2 columns\n"),
         ("src,weight\n1,2\n", "unknown: ['weight'], missing: ['dst']"),
+        (
+            "src,dst\n1,99999999999999999999\n",
+            "error: bad_input: line 2, column dst: '99999999999999999999' does not fit in 64 bits\n",
+        ),
     ],
 )
 def test_push_csv_rejects_bad_input(exchange: Exchange, text: str, message: str) -> None:
@@ -174,6 +178,24 @@ def test_push_csv_rejects_bad_input(exchange: Exchange, text: str, message: str)
     assert message in result.stderr
     assert result.stderr.startswith("error: bad_input: ")
     assert [r.method for r in exchange.requests] == ["GET"]
+
+
+def test_push_csv_floats_are_finite_and_a_bom_is_no_column(exchange: Exchange) -> None:
+    description = {
+        "name": "t",
+        "columns": [{"name": "k", "type": "int"}, {"name": "v", "type": "float"}],
+    }
+    exchange.on("GET", "/v1/tables/t", answer(200, description))
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"latency_ms": 0.5}))
+    for bad in ("nan", "inf", "-Infinity", "1e400"):
+        result = invoke(exchange, "push", "t", "--format", "csv", stdin=f"k,v\n1,0.5\n2,{bad}\n")
+        assert result.exit_code == 1
+        assert result.stderr == (
+            f"error: bad_input: line 3, column v: {bad!r} is not a finite float\n"
+        ), result.stderr
+    assert [r.method for r in exchange.requests] == ["GET"] * 4
+    ok(invoke(exchange, "push", "t", "--format", "csv", stdin="\ufeffk,v\n1,0.5\n"))
+    assert body_of(exchange.last) == {"columns": {"k": [1], "v": [0.5]}}
 
 
 def test_push_jsonl_rejects_bad_lines(exchange: Exchange) -> None:
@@ -282,6 +304,27 @@ def test_unreachable_server(exchange: Exchange) -> None:
     )
 
 
+def test_a_url_that_does_not_parse_is_one_line(exchange: Exchange) -> None:
+    for url in ("http://[::1", "http://127.0.0.1:80x"):
+        result = invoke(exchange, "--url", url, "ls")
+        assert result.exit_code == 1, result.stderr
+        assert result.stderr.startswith(f"error: connection_failed: bad URL {url!r}"), result.stderr
+        assert len(result.stderr.splitlines()) == 1
+
+
+def test_peek_shows_strings_as_they_are(exchange: Exchange) -> None:
+    values = ["[red]x[/red]", ":smile:", "oops [/red] here", "\\[esc]"]
+    answer_rows = {
+        "time": 1,
+        "frontier": [2],
+        "rows": [{"data": {"s": v}, "count": 1} for v in values],
+    }
+    exchange.on("GET", "/v1/views/v/rows", answer(200, answer_rows))
+    result = ok(invoke(exchange, "peek", "v"))
+    for v in values:
+        assert v in result.stdout, (v, result.stdout)
+
+
 def test_drop(exchange: Exchange) -> None:
     exchange.on("DELETE", "/v1/tables/edges", answer(204))
     exchange.on("DELETE", "/v1/views/deg", answer(204))
@@ -304,6 +347,12 @@ def test_view_create_from_a_file_or_stdin(exchange: Exchange, tmp_path: Path) ->
     ok(invoke(exchange, "view", "create", "d", "-f", "-", stdin=orjson.dumps(plan).decode()))
     assert body_of(exchange.last) == {"name": "d", "query": plan}
     assert invoke(exchange, "view", "create", "d", "-f", "-", stdin="{nope").exit_code == 2
+    for not_a_plan in ("[1]", "5", '"x"', "null", "[]"):
+        result = invoke(exchange, "view", "create", "d", "-f", "-", stdin=not_a_plan)
+        assert result.exit_code == 2 and "must be a JSON object" in result.stderr, result.stderr
+    wrapped = orjson.dumps({"name": "d", "query": plan}).decode()
+    result = invoke(exchange, "view", "create", "d", "-f", "-", stdin=wrapped)
+    assert result.exit_code == 2 and "the plan alone" in result.stderr, result.stderr
     assert invoke(exchange, "view", "create", "d", "-f", str(tmp_path / "missing")).exit_code == 2
     assert len(exchange.requests) == 2
 
