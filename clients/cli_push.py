@@ -3,12 +3,14 @@
 Each batch of ``--batch`` updates is one write: one request over HTTP (waiting for its answer),
 or one frame with ``--ws`` (pipelined, at most ``WS_WINDOW`` frames unanswered). A progress bar
 on standard error counts the rows answered; the summary line on standard output gives rows,
-rows/s and the p50/p99 of the answers' ``latency_ms``.
+rows/s and the p50/p99 of the answers' ``latency_ms``. A refused write stops the push with
+its error, told where it is in the input and what the other writes wrote (``_refused``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,12 +25,16 @@ from clients.cli_render import progress_bar
 from clients.cli_state import client_of
 from clients.client import Client
 from clients.endpoints import write_body
+from clients.errors import ConnectionFailed, DifflowError
+from clients.table_writer import TableWriter
 from clients.wire import Time
 
 __all__ = ["WS_WINDOW", "InputFormat", "PushStats", "percentile", "push"]
 
 WS_WINDOW = 64
 """Frames a ``--ws`` push keeps unanswered before it waits for acks."""
+
+_INDEX = re.compile(r"^(?:updates|columns\.[^\[]+)\[(\d+)\]")  # an error's row in a write
 
 Answered = Callable[[Mapping[str, Any], int], None]
 """Called with each write's answer and the number of updates it carried."""
@@ -111,8 +117,32 @@ def push(
             bar.advance(task, size)
 
         send = _push_ws if ws else _push_http
-        send(client, table, batches, default_time, frontier, answered)
+        send(client, table, batches, default_time, frontier, stats, answered)
     typer.echo(stats.summary(table, "frames" if ws else "requests"))
+
+
+def _refused(
+    exc: DifflowError, number: int, first: int, size: int, stats: PushStats
+) -> DifflowError | None:
+    """``exc`` of write ``number`` (input rows ``first`` .. ``first + size - 1``), saying
+    where in the input it is and what was written before (or around) it; None when there is
+    nothing to add."""
+    where = f"write {number + 1} (input rows {first:,}-{first + size - 1:,})"
+    path = exc.detail.get("path") if isinstance(exc.detail, Mapping) else None
+    index = _INDEX.match(path) if isinstance(path, str) else None
+    if index is not None:
+        where += f", at input row {first + int(index.group(1)):,},"
+    if index is None and not stats.writes:
+        return None  # the first write, refused as a whole: nothing to add
+    written = (
+        f"{stats.rows:,} rows in {stats.writes:,} other writes were written"
+        if stats.writes
+        else "nothing was written"
+    )
+    message = f"{where} was refused: {exc.message}; {written}"
+    return type(exc)(
+        message, status=exc.status, code=exc.code, detail=exc.detail, frame_id=exc.frame_id
+    )
 
 
 def _push_http(
@@ -121,10 +151,20 @@ def _push_http(
     batches: Iterable[Batch],
     default_time: Time | None,
     frontier: Time | None,
+    stats: PushStats,
     answered: Answered,
 ) -> None:
-    for b in batches:
-        answered(client.write(table, b.updates, columns=b.columns, time=default_time), b.size)
+    first = 1
+    for number, b in enumerate(batches):
+        try:
+            answer = client.write(table, b.updates, columns=b.columns, time=default_time)
+        except DifflowError as exc:
+            wrapped = _refused(exc, number, first, b.size, stats)
+            if wrapped is None:
+                raise
+            raise wrapped from exc
+        answered(answer, b.size)
+        first += b.size
     if frontier is not None:
         client.write(table, advance_to=frontier)
 
@@ -135,17 +175,44 @@ def _push_ws(
     batches: Iterable[Batch],
     default_time: Time | None,
     frontier: Time | None,
+    stats: PushStats,
     answered: Answered,
 ) -> None:
-    sizes: deque[int] = deque()
+    """Frames are pipelined: when one is refused, the frames already sent after it are
+    still answered (and may have been written) before the push stops, so that what was
+    written can be said."""
+    sent: deque[tuple[int, int, int]] = deque()  # unanswered: (write number, first row, size)
+    refused: list[tuple[DifflowError, int, int, int]] = []
+
+    def receive(writer: TableWriter) -> None:
+        number, first, size = sent.popleft()
+        try:
+            answer = writer.recv()
+        except ConnectionFailed:
+            raise
+        except DifflowError as exc:
+            refused.append((exc, number, first, size))
+            return
+        answered(answer, size)
+
+    first = 1
     with client.ws_writer(table) as writer:
         for number, b in enumerate(batches):
             writer.send(write_body(b.updates, columns=b.columns, time=default_time), id=number)
-            sizes.append(b.size)
+            sent.append((number, first, b.size))
+            first += b.size
             while writer.pending >= WS_WINDOW:
-                answered(writer.recv(), sizes.popleft())
-        for answer in writer:
-            answered(answer, sizes.popleft())
+                receive(writer)
+            if refused:
+                break
+        while sent:
+            receive(writer)
+        if refused:
+            exc, number, at, size = refused[0]
+            wrapped = _refused(exc, number, at, size, stats)
+            if wrapped is None:
+                raise exc
+            raise wrapped from exc
         if frontier is not None:
             writer.send(write_body(advance_to=frontier), id="advance_to")
             writer.recv()

@@ -235,6 +235,54 @@ def test_push_over_websocket_stops_at_an_error_frame(exchange: Exchange) -> None
     assert result.stderr == "error: invalid: unknown column b\n"
 
 
+def test_push_over_websocket_says_what_was_written_around_a_refused_frame(
+    exchange: Exchange,
+) -> None:
+    """Pipelined frames after a refused one are still answered before the push stops."""
+    ack = {"type": "ack", "status": "done", "latency_ms": 0.1}
+    error = {
+        "type": "error",
+        "id": 1,
+        "error": {
+            "code": "wrong_type",
+            "message": "a must be int",
+            "detail": {"path": "updates[1].insert.a"},
+        },
+    }
+    connect = connector([{**ack, "id": 0}, error, {**ack, "id": 2}])
+    rows = "".join(f'{{"a": {i}}}\n' for i in range(6))
+    result = invoke(exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=connect)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: wrong_type: write 2 (input rows 3-4), at input row 4, was refused: a must be "
+        "int; 4 rows in 2 other writes were written\n"
+    )
+
+
+def test_push_over_http_says_where_it_stopped_and_what_was_written(exchange: Exchange) -> None:
+    error = {
+        "error": {
+            "code": "wrong_type",
+            "message": "b must be int",
+            "detail": {"path": "columns.b[1]"},
+        }
+    }
+    exchange.on(
+        "GET", "/v1/tables/t", answer(200, {"name": "t", "columns": [{"name": "b", "type": "int"}]})
+    )
+    exchange.on(
+        "POST", "/v1/tables/t/updates", answer(200, {"latency_ms": 0.1}), answer(422, error)
+    )
+    result = invoke(
+        exchange, "push", "t", "--format", "csv", "--batch", "3", stdin="b\n1\n2\n3\n4\n5\n"
+    )
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: wrong_type: write 2 (input rows 4-5), at input row 5, was refused: b must be "
+        "int; 3 rows in 1 other writes were written\n"
+    )
+
+
 ROWS = {
     "time": 7,
     "frontier": [8],
