@@ -65,8 +65,11 @@ def load(
     try:
         status = _follow(client, load_id, table, poll_s)
     except KeyboardInterrupt:
-        client.cancel_load(load_id)
-        typer.echo(f"cancelled load {load_id}", err=True)
+        state = client.cancel_load(load_id)["state"]
+        if state == "cancelled":
+            typer.echo(f"cancelled load {load_id}", err=True)
+        else:  # too late: its write was in the engine already, or it had ended
+            typer.echo(f"load {load_id} was not cancelled: it is {state}", err=True)
         raise typer.Exit(130) from None
     if status["state"] != "done":
         raise _load_error(load_id, status)

@@ -163,8 +163,9 @@ class Client:
     def load(self, load_id: str | int) -> dict[str, Any]:
         return self._send(endpoints.load(load_id))
 
-    def cancel_load(self, load_id: str | int) -> None:
-        self._send(endpoints.cancel_load(load_id))
+    def cancel_load(self, load_id: str | int) -> dict[str, Any]:
+        """The load as it then is: ``cancelled``, or its state unchanged when it was too late."""
+        return self._send(endpoints.cancel_load(load_id))
 
     def metrics(self) -> str:
         return self._send(endpoints.metrics())
@@ -284,8 +285,8 @@ class AsyncClient:
     async def load(self, load_id: str | int) -> dict[str, Any]:
         return await self._send(endpoints.load(load_id))
 
-    async def cancel_load(self, load_id: str | int) -> None:
-        await self._send(endpoints.cancel_load(load_id))
+    async def cancel_load(self, load_id: str | int) -> dict[str, Any]:
+        return await self._send(endpoints.cancel_load(load_id))
 
     async def metrics(self) -> str:
         return await self._send(endpoints.metrics())

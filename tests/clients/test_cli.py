@@ -442,6 +442,27 @@ def test_load_polls_until_done(exchange: Exchange) -> None:
     assert result.stdout == "load L1 done: 10 rows into edges (1,000 rows/s)\n"
 
 
+@pytest.mark.parametrize(
+    ("state", "said"),
+    [("cancelled", "cancelled load L1"), ("done", "load L1 was not cancelled: it is done")],
+)
+def test_ctrl_c_during_a_load_cancels_it_and_says_what_came_of_it(
+    exchange: Exchange, monkeypatch: pytest.MonkeyPatch, state: str, said: str
+) -> None:
+    from clients import cli_load
+
+    def interrupted(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_load, "_follow", interrupted)
+    exchange.on("POST", "/v1/tables/edges/loads", answer(202, {"id": "L1", "state": "queued"}))
+    exchange.on("DELETE", "/v1/loads/L1", answer(200, {"id": "L1", "state": state}))
+    result = invoke(exchange, "load", "edges", "--path", "/d/e.parquet")
+    assert result.exit_code == 130
+    assert result.stderr == said + "\n"
+    assert exchange.last.method == "DELETE"
+
+
 def test_load_from_sql_that_fails(exchange: Exchange) -> None:
     exchange.on("POST", "/v1/tables/edges/loads", answer(202, {"id": 7, "state": "queued"}))
     error = {"code": "source_unreadable", "message": "table db.t not found"}

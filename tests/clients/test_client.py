@@ -177,7 +177,7 @@ def test_rows(exchange: Exchange, call: Call, as_of: Any, query: str) -> None:
 def test_loads(exchange: Exchange, call: Call) -> None:
     exchange.on("POST", "/v1/tables/edges/loads", answer(202, {"id": "L1", "state": "queued"}))
     exchange.on("GET", "/v1/loads/L1", answer(200, {"id": "L1", "state": "running", "rows": 5}))
-    exchange.on("DELETE", "/v1/loads/L1", answer(204))
+    exchange.on("DELETE", "/v1/loads/L1", answer(200, {"id": "L1", "state": "cancelled"}))
     source = {"path": "/data/e.parquet", "format": "parquet", "options": {}}
     created = call("create_load", "edges", source, {"src": "from_id"}, "w > 0", "replace", 0)
     assert created == {"id": "L1", "state": "queued"}
@@ -191,7 +191,7 @@ def test_loads(exchange: Exchange, call: Call) -> None:
     call("create_load", "edges", {"sql": "SELECT 1 AS src"})
     assert body_of(exchange.last) == {"source": {"sql": "SELECT 1 AS src"}, "mode": "append"}
     assert call("load", "L1")["rows"] == 5
-    assert call("cancel_load", "L1") is None
+    assert call("cancel_load", "L1") == {"id": "L1", "state": "cancelled"}
     assert exchange.last.method == "DELETE"
 
 
