@@ -51,6 +51,10 @@ def _valid_url(url: str) -> Iterator[None]:
         raise ConnectionFailed(f"bad URL {url!r}: {exc}") from exc
 
 
+def _closed_client(url: str) -> ConnectionFailed:
+    return ConnectionFailed(f"the client of {url} is closed: make a new one")
+
+
 def _subscribe_path(view: str, snapshot: bool, progress: bool) -> tuple[str, dict[str, str]]:
     flags = {"snapshot": snapshot, "progress": progress}
     return f"/v1/views/{segment(view)}/subscribe", {k: str(v).lower() for k, v in flags.items()}
@@ -82,6 +86,8 @@ class Client:
         self._http.close()
 
     def _send(self, call: Call) -> Any:
+        if self._http.is_closed:
+            raise _closed_client(self.url)
         try:
             response = self._http.request(call.method, call.path, **_request_args(call))
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -207,6 +213,8 @@ class AsyncClient:
         await self._http.aclose()
 
     async def _send(self, call: Call) -> Any:
+        if self._http.is_closed:
+            raise _closed_client(self.url)
         try:
             response = await self._http.request(call.method, call.path, **_request_args(call))
         except (httpx.HTTPError, httpx.InvalidURL) as exc:

@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 
 import orjson
 
-from clients.errors import DifflowError, error_from_body
+from clients.errors import DifflowError, InvalidError, error_from_body
 from clients.plan import Plan
 from clients.wire import Time, format_time, loads, segment
 
@@ -122,6 +122,9 @@ def completion(token: str) -> Call:
 
 
 def create_view(name: str, query: Plan | Mapping[str, Any]) -> Call:
+    if not isinstance(query, Plan | Mapping):
+        message = f"a query is a Plan or a plan object (a mapping), not {type(query).__name__}"
+        raise InvalidError(message, code="invalid_plan", detail={"path": "query"})
     plan = query.to_json() if isinstance(query, Plan) else dict(query)
     return Call("POST", "/v1/views", body={"name": name, "query": plan})
 

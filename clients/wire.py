@@ -15,6 +15,8 @@ from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 import numpy as np
 import orjson
 
+from clients.errors import InvalidError
+
 __all__ = [
     "DEFAULT_URL",
     "Time",
@@ -64,8 +66,12 @@ def format_time(time: Time) -> str:
 
 
 def dumps(value: Any) -> bytes:
-    """``value`` as JSON bytes (numpy arrays, including strided slices, as lists)."""
-    return orjson.dumps(value, default=_numpy_default, option=orjson.OPT_SERIALIZE_NUMPY)
+    """``value`` as JSON bytes (numpy arrays, including strided slices, as lists); a value
+    JSON cannot carry (an int beyond 64 bits, an object) is an ``InvalidError``."""
+    try:
+        return orjson.dumps(value, default=_numpy_default, option=orjson.OPT_SERIALIZE_NUMPY)
+    except orjson.JSONEncodeError as exc:
+        raise InvalidError(f"a value cannot be sent as JSON: {exc}", code="invalid_value") from exc
 
 
 def _numpy_default(value: Any) -> Any:

@@ -255,6 +255,35 @@ def test_transport_errors_become_connection_failed(exchange: Exchange, call: Cal
     assert f"GET {URL}/healthz" in caught.value.message
 
 
+def test_what_cannot_be_sent_is_a_difflow_error(exchange: Exchange, call: Call) -> None:
+    """The client's errors are its own hierarchy, raised before anything is sent."""
+    with pytest.raises(InvalidError) as caught:
+        call("write", "edges", [{"insert": {"src": 2**64}}])
+    assert caught.value.code == "invalid_value" and "64-bit" in caught.value.message
+    with pytest.raises(InvalidError) as caught:
+        call("create_view", "v", [1])
+    assert caught.value.code == "invalid_plan"
+    with pytest.raises(ConnectionFailed) as caught:
+        Client("http://[::1")
+    assert caught.value.message.startswith("bad URL 'http://[::1'")
+    assert exchange.requests == []
+
+
+def test_a_closed_client_says_so(exchange: Exchange) -> None:
+    client = Client(URL, transport=exchange.transport)
+    client.close()
+    with pytest.raises(ConnectionFailed, match="is closed"):
+        client.health()
+
+    async def closed_async() -> None:
+        async_client = AsyncClient(URL, transport=exchange.transport)
+        await async_client.aclose()
+        await async_client.health()
+
+    with pytest.raises(ConnectionFailed, match="is closed"):
+        asyncio.run(closed_async())
+
+
 def test_url_comes_from_the_environment_or_defaults_to_localhost(
     exchange: Exchange, monkeypatch: pytest.MonkeyPatch
 ) -> None:
