@@ -3,7 +3,8 @@
 Invariants:
 - At most one session exists per process; ``get_spark`` creates it under a lock, so concurrent
   first loads start Spark once. Later calls return the running session and ignore their
-  settings argument (the first caller configures the session).
+  settings argument (the first caller configures the session), unless its driver JVM has
+  exited: then the dead session is dropped and a new one started.
 - The default target is an embedded ``local[*]`` Spark tuned to start fast and quietly: no UI,
   few shuffle partitions, log level ERROR, Arrow enabled, a small driver heap, an in-memory
   catalog and a temporary warehouse directory (under ``<data dir>/spark`` or the system temp
@@ -119,18 +120,52 @@ class _Running:
 
 _lock = threading.Lock()
 _running: _Running | None = None
+_log = logging.getLogger(__name__)
 
 
 def get_spark(settings: SparkSettings | None = None) -> SparkSession:
-    """The shared session, started on first use with ``settings`` (default: from the env)."""
+    """The shared session, started on first use with ``settings`` (default: from the env),
+    and started again when its driver JVM has exited (killed, out of memory)."""
     global _running
     running = _running
-    if running is not None:
+    if running is not None and _driver_alive():
         return running.session
     with _lock:
+        if _running is not None and not _driver_alive():
+            _log.warning("the Spark driver JVM has exited; starting a new Spark session")
+            _discard(_running)
+            _running = None
         if _running is None:
             _running = _start(settings if settings is not None else SparkSettings.from_env())
         return _running.session
+
+
+def _driver_alive() -> bool:
+    """Whether the driver JVM this process launched still runs (always true of a session it
+    did not launch: Spark Connect)."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    return process is None or process.poll() is None
+
+
+def _discard(running: _Running) -> None:
+    """Forget a session whose driver JVM is gone, so that the next one launches its own."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    try:
+        running.session.stop()  # the JVM is gone: this fails part way
+    except Exception:  # nothing of it can be saved
+        _log.debug("stopping the dead Spark session failed", exc_info=True)
+    with SparkContext._lock:  # what pyspark keeps per process, which a new session reuses
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    if running.scratch_dir is not None:
+        shutil.rmtree(running.scratch_dir, ignore_errors=True)
 
 
 def stop() -> None:

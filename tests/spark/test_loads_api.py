@@ -583,3 +583,40 @@ def test_openapi_documents_loads(client: httpx.Client) -> None:
         "LoadPublic"
     )
     assert "delete" in doc["paths"]["/v1/loads/{load_id}"]
+
+
+def _java_children(pid: int) -> list[int]:
+    """The java processes under ``pid`` (the driver JVM Spark launched)."""
+    found = []
+    for child in Path(f"/proc/{pid}/task").glob("*/children"):
+        for text in child.read_text().split():
+            cmdline = Path(f"/proc/{text}/cmdline").read_bytes()
+            if b"java" in cmdline.split(b"\0")[0]:
+                found.append(int(text))
+            found += _java_children(int(text))
+    return found
+
+
+def test_loads_go_on_after_the_spark_driver_dies(tmp_path: Path, data_dir: Path) -> None:
+    """A long-running server whose Spark driver JVM exits (killed, out of memory) starts a
+    new session on the next load, instead of failing every load until it is restarted."""
+    import os
+    import signal
+
+    with (
+        running_server(tmp_path, spark_master="local[1]") as server,
+        server.client(timeout=120) as client,
+    ):
+        make_table(client, "dies", [("k", "int")])
+        first = load(client, "dies", {"source": {"path": parquet(data_dir, {"k": [1, 2]})}})
+        assert first["state"] == "done", first
+        jvms = _java_children(server.process.pid)
+        assert len(jvms) == 1, jvms
+        os.kill(jvms[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{jvms[0]}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        again = load(client, "dies", {"source": {"path": parquet(data_dir, {"k": [3]})}})
+        assert again["state"] == "done", again
+        assert table_rows(client, "dies") == 3
+        assert len(_java_children(server.process.pid)) == 1
