@@ -20,7 +20,14 @@ from typing import Annotated, Any
 
 import typer
 
-from clients.cli_records import Batch, csv_batches, jsonl_batches, open_input, parse_time
+from clients.cli_records import (
+    Batch,
+    InputError,
+    csv_batches,
+    jsonl_batches,
+    open_input,
+    parse_time,
+)
 from clients.cli_render import progress_bar
 from clients.cli_state import client_of
 from clients.client import Client
@@ -57,7 +64,7 @@ class PushStats:
 
     writes: int = 0
     rows: int = 0
-    pending: int = 0
+    pending: list[str] = field(default_factory=list)  # tokens of writes answered pending
     latencies_ms: list[float] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
@@ -67,7 +74,7 @@ class PushStats:
         if "latency_ms" in answer:
             self.latencies_ms.append(float(answer["latency_ms"]))
         if answer.get("status") == "pending":
-            self.pending += 1
+            self.pending.append(str(answer.get("token")))
 
     def summary(self, table: str, unit: str) -> str:
         elapsed = max(time.perf_counter() - self.started, 1e-9)
@@ -81,7 +88,7 @@ class PushStats:
         else:
             text += "latency n/a"
         if self.pending:
-            text += f"; {self.pending:,} writes pending until the frontier moves"
+            text += f"; {len(self.pending):,} writes pending until the frontier moves"
         return text
 
 
@@ -104,9 +111,20 @@ def push(
     default_time = None if at is None else parse_time(at, "--time")
     frontier = None if advance_to is None else parse_time(advance_to, "--advance-to")
     stats = PushStats()
+    description = (
+        client.table(table)
+        if input_format is InputFormat.csv or at is not None or advance_to is not None
+        else None
+    )
+    if description is not None and description.get("timing") == "server" and (at or advance_to):
+        raise InputError(
+            f"table {table} is server-timed: the server stamps each write's time "
+            "(--time and --advance-to are for client-timed tables)"
+        )
     with open_input(file) as stream, progress_bar() as bar:
         if input_format is InputFormat.csv:
-            kinds = {c["name"]: c["type"] for c in client.table(table)["columns"]}
+            assert description is not None
+            kinds = {c["name"]: c["type"] for c in description["columns"]}
             batches = csv_batches(stream, kinds, batch)
         else:
             batches = jsonl_batches(stream, batch)
@@ -118,6 +136,10 @@ def push(
 
         send = _push_ws if ws else _push_http
         send(client, table, batches, default_time, frontier, stats, answered)
+        if frontier is not None:  # moving the frontier may have finished pending writes
+            stats.pending = [
+                t for t in stats.pending if client.completion(t).get("status") == "pending"
+            ]
     typer.echo(stats.summary(table, "frames" if ws else "requests"))
 
 

@@ -45,6 +45,9 @@ EDGES = {
 }
 
 
+CLIENT_TIMED = {"name": "t", "columns": [{"name": "a", "type": "int"}], "timing": "client"}
+
+
 def test_table_create(exchange: Exchange) -> None:
     exchange.on("POST", "/v1/tables", answer(201, EDGES))
     result = ok(
@@ -126,15 +129,35 @@ def test_push_jsonl_in_batches_with_a_summary(exchange: Exchange) -> None:
 
 def test_push_client_timed_with_default_time_and_frontier(exchange: Exchange) -> None:
     pending = answer(202, {"token": "w-1", "status": "pending"})
+    exchange.on("GET", "/v1/tables/t", answer(200, CLIENT_TIMED))
     exchange.on("POST", "/v1/tables/t/updates", pending)
+    exchange.on("GET", "/v1/completions/w-1", pending)
     rows = '{"a": 1}\n{"a": 2}\n'
     result = ok(invoke(exchange, "push", "t", "--time", "1,2", "--advance-to", "3,3", stdin=rows))
-    assert [body_of(r) for r in exchange.requests] == [
+    assert [body_of(r) for r in exchange.requests[1:3]] == [
         {"updates": [{"insert": {"a": 1}}, {"insert": {"a": 2}}], "time": [1, 2]},
         {"updates": [], "advance_to": [3, 3]},
     ]
     assert "pushed 2 rows to t in 1 requests" in result.stdout
-    assert "latency n/a; 1 writes pending" in result.stdout
+    assert "latency n/a; 1 writes pending" in result.stdout  # the frontier did not reach it
+    assert exchange.last.url.path == "/v1/completions/w-1"
+    # the frontier it moves to makes the write final: the summary says nothing is pending
+    exchange.on("GET", "/v1/completions/w-1", answer(200, {"token": "w-1", "status": "done"}))
+    result = ok(invoke(exchange, "push", "t", "--time", "1", "--advance-to", "5", stdin=rows))
+    assert "pending" not in result.stdout, result.stdout
+
+
+def test_push_with_times_to_a_server_timed_table_is_refused_before_writing(
+    exchange: Exchange,
+) -> None:
+    exchange.on("GET", "/v1/tables/edges", answer(200, {**EDGES, "timing": "server"}))
+    for option in ("--time", "--advance-to"):
+        result = invoke(exchange, "push", "edges", option, "3", stdin='{"src": 1, "dst": 2}\n')
+        assert result.exit_code == 1
+        assert result.stderr.startswith("error: bad_input: table edges is server-timed"), (
+            result.stderr
+        )
+    assert [r.method for r in exchange.requests] == ["GET", "GET"]
 
 
 def test_push_csv_converts_by_column_type(exchange: Exchange, tmp_path: Path) -> None:
@@ -211,6 +234,7 @@ def test_push_over_websocket_keeps_a_bounded_window(
     exchange: Exchange, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(cli_push, "WS_WINDOW", 2)
+    exchange.on("GET", "/v1/tables/t", answer(200, CLIENT_TIMED))
     acks = [{"type": "ack", "id": i, "status": "done", "latency_ms": float(i)} for i in range(4)]
     connect = connector([*acks, {"type": "ack", "id": "advance_to"}])
     rows = "".join(f'{{"a": {i}}}\n' for i in range(4))
@@ -224,7 +248,7 @@ def test_push_over_websocket_keeps_a_bounded_window(
     assert connect.urls == ["ws://127.0.0.1:8000/v1/tables/t/updates"]
     assert "pushed 4 rows to t in 4 frames" in result.stdout
     assert "p50 1.00 ms, p99 3.00 ms" in result.stdout
-    assert exchange.requests == []
+    assert [r.url.path for r in exchange.requests] == ["/v1/tables/t"]  # its timing
 
 
 def test_push_over_websocket_stops_at_an_error_frame(exchange: Exchange) -> None:
