@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
 from engine import Antichain, Schema, StringInterner, UpdateBatch
 from engine.hashing import key_codes
@@ -26,6 +27,7 @@ from service.codec import (
     ColumnBuilder,
     checked_column,
     count_total,
+    decode_rows,
     frontier_from_wire,
     time_from_wire,
     time_to_wire,
@@ -316,6 +318,7 @@ def stage_write(
     pk_index: KeyIndex | None,
     server_time: int | None,
     keyed_upto: np.ndarray | None = None,
+    interner: StringInterner | None = None,
 ) -> StagedWrite:
     """Check a parsed write against the table's state; nothing is changed. ``keyed_upto``:
     on a client-timed table with a primary key, the join of the times written so far (None
@@ -352,7 +355,7 @@ def stage_write(
     if pk_index is not None and n:
         keyed = _apply_distinct_keys(parsed, shape, pk_index, times)
         if keyed is None:  # a key written twice, or an update refused: in order, one by one
-            keyed = _apply_keys(parsed, shape, pk_index, times)
+            keyed = _apply_keys(parsed, shape, pk_index, times, interner)
         data, weights, times, changes = keyed
     batch = UpdateBatch(
         np.ascontiguousarray(data), np.ascontiguousarray(times), np.ascontiguousarray(weights)
@@ -365,21 +368,27 @@ def stage_write(
 
 def _check_key_order(
     parsed: ParsedWrite, shape: TableShape, times: np.ndarray, upto: np.ndarray | None
-) -> np.ndarray:
+) -> np.ndarray | None:
     """The join of ``upto`` and the write's times, once each update's time is at or beyond
     every time before it (written earlier, or earlier in the write). A primary key holds one
     row at every time only if its updates come in time order: the key index is the table's
     state after every update so far, so an update at an earlier time would be checked
-    against rows stored at later times."""
+    against rows stored at later times. An update of weight 0 changes nothing and writes no
+    time."""
+    live = np.flatnonzero((parsed.ops != WEIGHT) | (parsed.weights != 0))  # weight 0: no time
+    if live.shape[0] == 0:
+        return upto
+    times = times[:, live]
     before = np.maximum.accumulate(times, axis=1)  # the join of the times up to each update
     before = np.concatenate([np.full((times.shape[0], 1), -1, np.int64), before[:, :-1]], axis=1)
     if upto is not None:
         before = np.maximum(before, upto.reshape(-1, 1))
     early = (times < before).any(axis=0)
     if early.any():
-        i = int(np.flatnonzero(early)[0])
-        t = time_to_wire(time_tuples(times[:, i : i + 1])[0])
-        b = time_to_wire(time_tuples(before[:, i : i + 1])[0])
+        j = int(np.flatnonzero(early)[0])
+        i = int(live[j])
+        t = time_to_wire(time_tuples(times[:, j : j + 1])[0])
+        b = time_to_wire(time_tuples(before[:, j : j + 1])[0])
         what = f"updates[{i}]" if parsed.time_path.startswith("updates") else f"row {i}"
         raise Conflict(
             f"{what} is at time {t}, not at or beyond time {b} already written to table "
@@ -451,7 +460,11 @@ def _apply_distinct_keys(
 
 
 def _apply_keys(
-    parsed: ParsedWrite, shape: TableShape, index: KeyIndex, times: np.ndarray
+    parsed: ParsedWrite,
+    shape: TableShape,
+    index: KeyIndex,
+    times: np.ndarray,
+    interner: StringInterner | None,
 ) -> Keyed:
     """Primary-key semantics, update by update; returns the rows to send and the index
     changes (the rows stored before the write are looked up at once)."""
@@ -488,8 +501,8 @@ def _apply_keys(
             if w == 1:
                 if current is not None:
                     raise Invalid(
-                        f"{path}: key {_key_text(shape, key)} is already present in table "
-                        f"{shape.name!r}; use upsert to replace it",
+                        f"{path}: key {_key_text(shape, key, interner)} is already present "
+                        f"in table {shape.name!r}; use upsert to replace it",
                         {"path": path},
                         "key_present",
                     )
@@ -532,6 +545,14 @@ def _apply_keys(
     return data, np.asarray(out_w, dtype=np.int64), np.take(times, t_idx, axis=1), changes
 
 
-def _key_text(shape: TableShape, key: tuple) -> str:
+def _key_text(shape: TableShape, key: tuple, interner: StringInterner | None) -> str:
+    """The key's values as JSON writes them (``s="a", f=1.5, b=true``)."""
     names = [shape.schema.columns[j].name for j in shape.primary_key]
-    return "(" + ", ".join(f"{n}={v}" for n, v in zip(names, key, strict=True)) + ")"
+    if interner is None:
+        values: list[Any] = list(key)
+    else:
+        stored = np.asarray(key, dtype=np.int64).reshape(-1, 1)
+        decoded = decode_rows(stored, shape.schema.select(shape.primary_key), interner)[0]
+        values = list(decoded.values())
+    pairs = zip(names, values, strict=True)
+    return "(" + ", ".join(f"{n}={orjson.dumps(v).decode()}" for n, v in pairs) + ")"

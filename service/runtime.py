@@ -205,6 +205,7 @@ class Runtime:
                 table.pk_index,
                 self.catalog.clock if server else None,
                 table.keyed_upto,
+                self.interner,
             )
         except ServiceError as exc:
             cmd.reject(exc)

@@ -545,6 +545,32 @@ def test_keyed_client_timed_updates_come_in_time_order(client: httpx.Client, nam
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 2
 
 
+def test_an_update_of_weight_zero_writes_no_time(client: httpx.Client, name: str) -> None:
+    """A weight-0 update changes nothing and its write lists no time: on a keyed client-timed
+    table it does not hold later writes to times after it (audit 14)."""
+    make_table(client, name, [("k", "int"), ("v", "int")], primary_key=["k"], timing="client")
+    for body in (
+        {"updates": [{"weight": 0, "data": {"k": 1, "v": 1}, "time": 9}]},
+        {"columns": {"k": [1], "v": [1]}, "diff": [0], "time": 9},
+    ):
+        done = write(client, name, body)
+        assert done["times"] == [], done
+    write(client, name, {"updates": [{"insert": {"k": 1, "v": 1}, "time": 5}]}, status=202)
+
+
+def test_key_present_names_the_key_as_written(client: httpx.Client, name: str) -> None:
+    cols = [("s", "string"), ("f", "float"), ("b", "bool")]
+    make_table(client, name, cols, primary_key=["s", "f", "b"])
+    row = {"s": "hello", "f": 1.5, "b": True}
+    write(client, name, {"updates": [{"insert": row}]})
+    err = assert_error(
+        client.post(f"/v1/tables/{name}/updates", json={"updates": [{"insert": row}]}),
+        422,
+        "key_present",
+    )
+    assert 'key (s="hello", f=1.5, b=true) is already present' in err["message"], err
+
+
 def test_writes_pending_on_a_dropped_table_are_done(client: httpx.Client, name: str) -> None:
     """Dropping a table closes it: a write pending on it is done at once with the closed
     frontier, and a table made later under its name is another table."""
