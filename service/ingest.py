@@ -317,8 +317,8 @@ def stage_write(
     frontier: Antichain,
     pk_index: KeyIndex | None,
     server_time: int | None,
-    keyed_upto: np.ndarray | None = None,
-    interner: StringInterner | None = None,
+    keyed_upto: np.ndarray | None,
+    interner: StringInterner,
 ) -> StagedWrite:
     """Check a parsed write against the table's state; nothing is changed. ``keyed_upto``:
     on a client-timed table with a primary key, the join of the times written so far (None
@@ -464,7 +464,7 @@ def _apply_keys(
     shape: TableShape,
     index: KeyIndex,
     times: np.ndarray,
-    interner: StringInterner | None,
+    interner: StringInterner,
 ) -> Keyed:
     """Primary-key semantics, update by update; returns the rows to send and the index
     changes (the rows stored before the write are looked up at once)."""
@@ -545,14 +545,8 @@ def _apply_keys(
     return data, np.asarray(out_w, dtype=np.int64), np.take(times, t_idx, axis=1), changes
 
 
-def _key_text(shape: TableShape, key: tuple, interner: StringInterner | None) -> str:
+def _key_text(shape: TableShape, key: tuple, interner: StringInterner) -> str:
     """The key's values as JSON writes them (``s="a", f=1.5, b=true``)."""
-    names = [shape.schema.columns[j].name for j in shape.primary_key]
-    if interner is None:
-        values: list[Any] = list(key)
-    else:
-        stored = np.asarray(key, dtype=np.int64).reshape(-1, 1)
-        decoded = decode_rows(stored, shape.schema.select(shape.primary_key), interner)[0]
-        values = list(decoded.values())
-    pairs = zip(names, values, strict=True)
-    return "(" + ", ".join(f"{n}={orjson.dumps(v).decode()}" for n, v in pairs) + ")"
+    stored = np.asarray(key, dtype=np.int64).reshape(-1, 1)
+    decoded = decode_rows(stored, shape.schema.select(shape.primary_key), interner)[0]
+    return "(" + ", ".join(f"{n}={orjson.dumps(v).decode()}" for n, v in decoded.items()) + ")"

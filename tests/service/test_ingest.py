@@ -171,7 +171,7 @@ def test_distinct_keys_at_once_equal_update_by_update(
     parsed = parsed_of(updates)
     times = np.arange(len(updates), dtype=np.int64).reshape(1, -1) + 10
     at_once = _apply_distinct_keys(parsed, KEYED, index(), times)
-    in_order = outcome(lambda: _apply_keys(parsed, KEYED, index(), times, None))
+    in_order = outcome(lambda: _apply_keys(parsed, KEYED, index(), times, StringInterner()))
     distinct = len({u[1] for u in updates}) == len(updates)
     # at once applies exactly when the keys are distinct and no update is refused
     assert (at_once is not None) == (distinct and in_order[0] == "ok")
