@@ -221,8 +221,12 @@ class Catalog:
         )
         # the view starts at its inputs' earliest latest complete times, or later where a
         # trace it reads has forgotten the times before (its content is exact only from its
-        # compaction frontier on): every input is read as of that one start
+        # compaction frontier on), or an input view started later: every input is read as
+        # of that one start
         start = meet_all((self._start(src) for src in compiled.inputs), compiled.domain.dims)
+        for src in compiled.inputs:  # an input view's content is exact only from its history
+            if src in self.views:
+                start = frontier_join(start, self.views[src].history.frontier)
         for spine in [self._source(src).op.spine for src in compiled.inputs] + [
             e.arrangement.op.spine for e in used_shared
         ]:

@@ -151,3 +151,40 @@ def test_a_view_that_starts_ahead_of_its_frontier(tmp_path: Path) -> None:
         assert {(("k", u["data"]["k"]),): u["diff"] for u in frame["updates"]} == want
         assert row_counts(c, "v") == want and rows(c, "v")["time"] == 999
         assert c.get("/v1/views/v").json()["rows"] == 11
+
+
+def test_a_view_over_a_view_that_starts_ahead_starts_there_too(tmp_path: Path) -> None:
+    """A view reading a view that starts beyond its frontier starts at that start, not at
+    its input's latest complete time: before, it named a read time before the start with
+    no rows, and answered reads there with empty contents."""
+    with running_server(tmp_path, history=5) as s, s.client() as c:
+        for t in ("a", "b"):
+            make_table(c, t, [("k", "int")], timing="client")
+        for t in range(20):
+            write(c, "a", {"updates": [{"insert": {"k": t}, "time": t}], "advance_to": t + 1})
+        write(c, "b", {"updates": [{"insert": {"k": 100}, "time": 2}], "advance_to": 8})
+        union = {
+            "op": "concat",
+            "inputs": [{"op": "table", "name": "a"}, {"op": "table", "name": "b"}],
+        }
+        count = {
+            "op": "reduce",
+            "input": {"op": "view", "name": "u"},
+            "by": [],
+            "aggregates": {"n": {"fn": "count"}},
+        }
+        assert c.post("/v1/views", json={"name": "u", "query": union}).status_code == 201
+        assert c.post("/v1/views", json={"name": "n", "query": count}).status_code == 201
+        write(c, "b", {"updates": [], "advance_to": 15})
+        assert rows(c, "n") == {"time": None, "frontier": [15], "rows": []}
+        with connect(f"{s.ws_url}/v1/views/n/subscribe?snapshot=true&progress=false") as ws:
+            assert json.loads(ws.recv(timeout=10))["time"] is None
+        write(c, "b", {"updates": [], "advance_to": 18})
+        for view in ("u", "n"):
+            err = assert_error(
+                c.get(f"/v1/views/{view}/rows", params={"as_of": 14}), 409, "time_unavailable"
+            )
+            assert err["detail"]["valid_from"] == [15]
+        assert rows(c, "n")["rows"] == [{"data": {"n": 19}, "count": 1}]  # 0..17 and 100
+        at_15 = c.get("/v1/views/n/rows", params={"as_of": 15}).json()
+        assert at_15["rows"] == [{"data": {"n": 17}, "count": 1}]
