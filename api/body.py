@@ -9,44 +9,62 @@ from typing import Annotated, Any
 import orjson
 from fastapi import Depends, Request
 
+from api.json_grammar import grammatical, refuse_constant
 from service.errors import BadRequest, Invalid, TooLarge
 
-__all__ = ["ExactJsonObject", "JsonBody", "JsonObject", "parse_json"]
+__all__ = [
+    "ExactJsonObject",
+    "JsonBody",
+    "JsonObject",
+    "exact_json",
+    "has_long_number",
+    "parse_json",
+]
+
+_PARSER_DEPTH = 1024  # levels of objects and lists orjson reads
+_LONG_NUMBER = re.compile(rb"\d{19}")  # integers beyond 64 bits have at least 19 digits
 
 
-def parse_json(raw: bytes | str) -> Any:
+def parse_json(raw: bytes | str, too_deep: str = "invalid_value") -> Any:
     """The body's value; not JSON is a 400, JSON holding a value no JSON parser here
-    represents (a number beyond double range, a lone surrogate escape) a 422."""
+    represents (a number beyond double range, a lone surrogate escape) a 422, and so is
+    JSON nested deeper than the parser goes (1,024 levels), with the code ``too_deep``."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        if _grammatical(raw):
+        if not grammatical(raw):
+            raise BadRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from exc
+        if str(exc).startswith("depth limit exceeded"):
             raise Invalid(
-                f"the body is JSON but holds a value that cannot be represented: {exc}",
+                f"the body nests more than {_PARSER_DEPTH} levels of objects and lists",
                 {"path": "body"},
-                "invalid_value",
+                too_deep,
             ) from exc
-        raise BadRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from exc
+        raise Invalid(
+            f"the body is JSON but holds a value that cannot be represented: {exc}",
+            {"path": "body"},
+            "invalid_value",
+        ) from exc
 
 
-def _not_json(constant: str) -> None:
-    raise ValueError(f"{constant} is not JSON")
+def has_long_number(raw: bytes | str) -> bool:
+    """Whether ``raw`` may hold an integer beyond 64 bits, which orjson reads as a float."""
+    return _LONG_NUMBER.search(raw.encode() if isinstance(raw, str) else raw) is not None
 
 
-def _grammar_only(digits: str) -> int:
-    """An integer's digits, not converted: ``int()`` refuses more than 4,300 of them."""
-    return 0
-
-
-def _grammatical(raw: bytes | str) -> bool:
-    """Whether text orjson refused follows JSON's grammar all the same (the standard
-    library's parser, which takes ``1e400`` and ``"\\ud800"``, without its extensions)."""
+def exact_json(raw: bytes | str, too_deep: str) -> Any:
+    """``raw`` (JSON, as :func:`parse_json` took it) read again with every integer exact;
+    the standard library's parser recurses per level, so text it cannot nest that deep is
+    a 422 with the code ``too_deep``."""
+    text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        json.loads(text, parse_constant=_not_json, parse_int=_grammar_only)
-    except (ValueError, RecursionError):  # ValueError: UnicodeDecodeError, JSONDecodeError
-        return False
-    return True
+        return json.loads(text, parse_constant=refuse_constant)
+    except RecursionError:
+        raise Invalid(
+            "the body nests too deep to read its integers exactly",
+            {"path": "body"},
+            too_deep,
+        ) from None
 
 
 async def read_body(request: Request) -> bytes:
@@ -86,18 +104,15 @@ async def json_object(request: Request) -> dict[str, Any]:
     return _object(await json_body(request))
 
 
-_LONG_NUMBER = re.compile(rb"\d{19}")  # integers beyond 64 bits have at least 19 digits
-
-
 async def exact_json_object(request: Request) -> dict[str, Any]:
     """:func:`json_object` with every integer exact: orjson reads an integer beyond 64 bits
     as a float (``2**64`` would pass for ``1.8e19``). For small bodies such as plans, whose
     integers are literals that must fit in 64 bits: read again by the standard library
     where a number is that long."""
     raw = await read_body(request)
-    body = parse_json(raw)
-    if _LONG_NUMBER.search(raw):
-        body = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    body = parse_json(raw, too_deep="invalid_plan")
+    if has_long_number(raw):
+        body = exact_json(raw, "invalid_plan")
     return _object(body)
 
 

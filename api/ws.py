@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from api.body import parse_json
+from api.body import exact_json, has_long_number, parse_json
 from api.query import query_value
 from api.routes.tables import submit_write
 from service.codec import nests_deeper
@@ -47,9 +48,10 @@ def _check_size(raw: str | bytes, limit: int) -> None:
         )
 
 
-def _frame_id(frame: dict[str, Any]) -> Any:
+def _frame_id(frame: dict[str, Any], raw: str | bytes) -> Any:
     """The frame's ``id``, taken out of it; refused if it nests deeper than ``_ID_DEPTH``
-    (an ack echoes it)."""
+    or holds an integer beyond 64 bits (an ack echoes it: orjson read such an integer as a
+    float, which the ack would have echoed instead)."""
     frame_id = frame.pop("id", None)
     if nests_deeper(frame_id, _ID_DEPTH):
         raise Invalid(
@@ -57,7 +59,28 @@ def _frame_id(frame: dict[str, Any]) -> Any:
             {"path": "id"},
             "invalid_id",
         )
+    read = list(_leaves(frame_id))
+    if any(isinstance(x, float) for x in read) and has_long_number(raw):
+        exact = _leaves(exact_json(raw, "invalid_id").get("id"))
+        pairs = zip(read, exact, strict=True)  # one value, read twice
+        if any(isinstance(x, float) and isinstance(y, int) for x, y in pairs):
+            raise Invalid(
+                "id holds an integer beyond 64 bits, which an ack cannot echo",
+                {"path": "id"},
+                "invalid_id",
+            )
     return frame_id
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    """The scalars in ``value`` (JSON), depth first."""
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, list):
+        yield value
+        return
+    for v in value:
+        yield from _leaves(v)
 
 
 def _error_frame(frame_id: Any, exc: ServiceError) -> dict[str, Any]:
@@ -110,7 +133,7 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
                         {"path": "frame"},
                         "not_an_object",
                     )
-                frame_id = _frame_id(frame)
+                frame_id = _frame_id(frame, raw)
                 cmd = await submit_write(rt, name, frame, arrival, len(raw) > 256 * 1024)
                 await acks.put((frame_id, cmd))
             except ServiceError as exc:

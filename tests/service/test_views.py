@@ -313,6 +313,12 @@ def test_a_plan_too_deep_to_echo_is_refused_and_the_listing_still_works(
         r = client.post("/v1/views", content=f'{{"name": "{name}_d", "query": {chain(depth)}}}')
         assert_error(r, 422, "invalid_plan")
         assert "200 levels" in r.json()["error"]["message"]
+    # past the JSON parser's 1,024 levels it is JSON all the same (it was a 400 invalid_json),
+    # with a number that makes the body be read again exactly too
+    for depth in (1010, 2000, 20_000):
+        for extra in ("", ', "n": 12345678901234567890'):
+            body = f'{{"name": "{name}_d", "query": {chain(depth)}{extra}}}'
+            assert_error(client.post("/v1/views", content=body), 422, "invalid_plan")
     assert_error(client.get(f"/v1/views/{name}_d"), 404)
     listed = client.get("/v1/views")
     assert listed.status_code == 200

@@ -82,6 +82,25 @@ def test_an_id_too_deep_to_echo_is_refused_and_later_frames_are_acked(  # type: 
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 1  # the refused frame: no trace
 
 
+def test_an_id_beyond_64_bits_is_refused_not_echoed_as_a_float(  # type: ignore[no-untyped-def]
+    server, client: httpx.Client, name: str
+) -> None:
+    """The JSON parser reads an integer beyond 64 bits as a float, and the ack echoed that
+    float (1.8446744073709552e+19 for 2**64 + 1): the client could not match it. 2**63
+    still fits (64 bits unsigned), and a float is echoed as the float it is."""
+    make_table(client, name, [("k", "int")])
+    sent = [2**64 + 1, [-(2**70)], {"a": 10**30}, 2**63, 1e30, [12345678901234567890.5]]
+    with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
+        for i, frame_id in enumerate(sent):
+            ws.send(json.dumps({"id": frame_id, "updates": [{"insert": {"k": i}}]}))
+        answers = [recv(ws) for _ in sent]
+    for refused in answers[:3]:
+        assert refused["type"] == "error" and refused["id"] is None
+        assert refused["error"]["code"] == "invalid_id"
+    assert [(a["type"], a["id"]) for a in answers[3:]] == [("ack", x) for x in sent[3:]]
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 3  # the refused: no trace
+
+
 def test_subscription_snapshot_diffs_progress(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
     make_table(client, name, [("k", "string"), ("v", "int")])
     view = f"{name}_s"
