@@ -35,8 +35,9 @@ class _Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         runtime = getattr(self.app.state, "runtime", None)
-        if runtime is not None:  # requests waiting on the engine get their 503 now, and
-            runtime.begin_shutdown()  # subscribers hear why before their connections go
+        if runtime is not None:  # the engine finishes its step (up to 5 s), requests still
+            runtime.begin_shutdown()  # waiting on it get their 503, and subscribers hear
+            await runtime.wind_down()  # why before their connections go
             runtime.close_subscribers("server shutting down")
             await asyncio.sleep(SUBSCRIBER_FLUSH_S)
         await super().shutdown(sockets)

@@ -106,7 +106,7 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             try:
                 if isinstance(work, ServiceError):
                     raise work
-                body = await rt.settled(work.stepped)
+                body = await rt.settled(work.stepped, work)
                 text = orjson.dumps({"type": "ack", "id": frame_id, **body}).decode()
             except ServiceError as exc:
                 text = orjson.dumps(_error_frame(frame_id, exc)).decode()

@@ -53,6 +53,21 @@ class _Control:
         self.future: Future = Future()
 
 
+def _stopped_before_done(write: WriteCommand | None) -> Unavailable:
+    """503 ``shutting_down`` for work the server stopped before finishing; for a write,
+    whether it had been applied (its outputs not yet final) or not at all."""
+    if write is None:
+        message = "the server shut down before this request finished"
+    elif write.state in (WriteState.ACCEPTED, WriteState.DONE):
+        message = (
+            "the server shut down before this write's outputs were final; the write had "
+            "been applied (nothing is kept across restarts)"
+        )
+    else:
+        message = "the server shut down before this write was applied; it was not applied"
+    return Unavailable(message, code="shutting_down")
+
+
 class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -63,6 +78,7 @@ class Runtime:
         self._queue: deque[WriteCommand | _Control] = deque()
         self._cv = threading.Condition()
         self._stopping = False
+        self._waits_cancelled = False  # requests awaiting the engine are answered 503 now
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
         self._waits: set[asyncio.Future] = set()  # requests awaiting the engine (event loop)
@@ -77,12 +93,22 @@ class Runtime:
         self._thread.start()
 
     def begin_shutdown(self) -> None:
-        """(event loop) Take no more work, and answer every request still awaiting the
-        engine with 503 ``shutting_down`` now: a long step (a big view's first contents, say)
-        need not hold the shutdown, nor have its request cut off without an answer."""
+        """Take no more work: the engine refuses what is queued (503 ``shutting_down``;
+        none of it is applied) and ends after its step in progress."""
         with self._cv:
             self._stopping = True
             self._cv.notify()
+
+    async def wind_down(self) -> None:
+        """(event loop, after :meth:`begin_shutdown`) Give the engine's step in progress up
+        to ``STOP_WAIT_S`` to answer its writes, then answer every request still awaiting
+        the engine with 503 ``shutting_down``: a long step (a big view's first contents,
+        say) need not hold the shutdown, nor have its request cut off without an answer."""
+        await asyncio.to_thread(self._thread.join, STOP_WAIT_S)
+        self._stop_waiting()
+
+    def _stop_waiting(self) -> None:
+        self._waits_cancelled = True
         for waiting in list(self._waits):
             waiting.cancel()
 
@@ -90,6 +116,7 @@ class Runtime:
         self.begin_shutdown()
         # what the engine holds is in memory only: a step still running is not waited for long
         self._thread.join(timeout=STOP_WAIT_S)
+        self._stop_waiting()
         self.close_subscribers("server shutting down")
 
     @property
@@ -105,19 +132,23 @@ class Runtime:
     async def call(self, fn: Callable[[], T]) -> T:
         return await self.settled(self.submit(fn))
 
-    async def settled(self, future: Future) -> Any:
+    async def settled(self, future: Future, write: WriteCommand | None = None) -> Any:
         """(event loop) ``future``'s result, or 503 ``shutting_down`` when the server stops
-        waiting for it (the engine's future itself is left alone: it is not cancelled)."""
+        waiting for it (the engine's future itself is left alone: it is not cancelled). For
+        a ``write``'s future the answer says whether the write had been applied: once the
+        server is stopping, the engine applies no write not already applied."""
+        if future.done():
+            return future.result()
         waiting = asyncio.shield(asyncio.wrap_future(future))
         self._waits.add(waiting)
         try:
+            if self._waits_cancelled:  # the server stopped waiting for the engine
+                waiting.cancel()
             return await waiting
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
-            raise Unavailable(
-                "the server shut down before this request finished", code="shutting_down"
-            ) from None
+            raise _stopped_before_done(write) from None
         finally:
             self._waits.discard(waiting)
 
@@ -143,11 +174,21 @@ class Runtime:
         with self._cv:
             while not self._queue and not self._stopping:
                 self._cv.wait()
-            if self._stopping and not self._queue:
-                return None
             items = list(self._queue)
             self._queue.clear()
-            return items
+        if self._stopping:
+            self._refuse(items)
+            return None
+        return items
+
+    def _refuse(self, items: list[WriteCommand | _Control]) -> None:
+        """Answer work the engine will not do, the server stopping: none of it is applied."""
+        for item in items:
+            error = _stopped_before_done(item if isinstance(item, WriteCommand) else None)
+            if isinstance(item, WriteCommand):
+                item.reject(error)
+            elif not item.future.done():
+                item.future.set_exception(error)
 
     def _loop(self) -> None:
         while True:
@@ -155,7 +196,10 @@ class Runtime:
             if items is None:
                 return
             staged: list[WriteCommand] = []
-            for item in items:
+            for i, item in enumerate(items):
+                if self._stopping:  # what was taken but not yet applied is refused
+                    self._refuse(items[i:])
+                    break
                 if isinstance(item, WriteCommand):
                     if self._accept_guarded(item):
                         staged.append(item)

@@ -111,9 +111,9 @@ async def write(name: str, request: Request, rt: RuntimeDep, wait: bool = True) 
         raise Invalid("the body must be a JSON object", {"path": "body"}, "not_an_object")
     cmd = await submit_write(rt, name, body, arrival, len(raw) > PARSE_IN_THREAD_BYTES)
     if not wait:
-        await rt.settled(cmd.accepted)
+        await rt.settled(cmd.accepted, cmd)
         return JSONResponse(pending_body(rt, cmd), status_code=202)
-    result = await rt.settled(cmd.stepped)
+    result = await rt.settled(cmd.stepped, cmd)
     return JSONResponse(result, status_code=200 if result["status"] == "done" else 202)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -326,6 +327,37 @@ def test_sigterm_closes_subscribers_and_exits_cleanly(tmp_path) -> None:  # type
             closed = recv(ws, timeout=20)
             assert closed == {"type": "closed", "seq": 2, "reason": "server shutting down"}
         assert s.process.wait(timeout=20) == 0
+
+
+def test_sigterm_applies_no_write_it_refuses(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM during a pipelined stream: the engine finishes its step, so every frame it
+    applied is acked with its outputs, and every other frame is refused, applied nowhere.
+    The engine used to go on applying the queued frames after the frame being waited on
+    was answered 503 ``shutting_down``: the next ack counted it, and 1,400 more were acked."""
+    import signal
+
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "t", [("k", "int")])
+        make_count_view(c, "n", "t", by=("k",))
+        with connect(f"{s.ws_url}/v1/tables/t/updates", max_size=None) as ws:
+            for i in range(20_000):
+                ws.send(json.dumps({"id": i, "updates": [{"insert": {"k": 0}}]}))
+            answers = [recv(ws) for _ in range(200)]
+            s.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(Exception):
+                while True:
+                    answers.append(recv(ws, timeout=20))
+        assert s.process.wait(timeout=60) == 0
+    assert [a["id"] for a in answers] == list(range(len(answers)))
+    acked = [a for a in answers if a["type"] == "ack"]
+    assert answers[: len(acked)] == acked  # the applied ones, then the refused ones
+    for a in acked:  # each frame adds 1 to the count, at its own time
+        assert {"data": {"k": 0, "n": a["id"] + 1}, "time": a["times"][0], "diff": 1} in (
+            a["outputs"]["n"]
+        )
+    for a in answers[len(acked) :]:
+        assert a["type"] == "error" and a["error"]["code"] == "shutting_down"
+        assert "not applied" in a["error"]["message"]
 
 
 def nested_counters(table: str, depth: int) -> dict:
