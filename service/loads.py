@@ -49,7 +49,7 @@ import numpy as np
 from engine import ColumnType, Schema, UpdateBatch, consolidate, leq
 from engine.schema import encode
 from service.codec import decode_rows, time_from_wire, time_to_wire
-from service.errors import Conflict, Invalid, LoadError, NotFound, ServiceError
+from service.errors import Conflict, Invalid, LoadError, NotFound, ServiceError, Unavailable
 from service.ingest import WEIGHT, ParsedWrite, TableShape
 from service.runtime import Runtime
 from service.spark import (
@@ -214,7 +214,7 @@ class LoadManager:
             _check_time(state, request.time)
         with self._lock:
             if self._closing:
-                raise ServiceError("the server is shutting down", code="shutting_down")
+                raise Unavailable("the server is shutting down", code="shutting_down")
             job = LoadJob(f"l-{next(self._ids)}", table, state.shape, request)
             self._jobs[job.id] = job
             self._forget_old()
