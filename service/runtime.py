@@ -342,6 +342,8 @@ class Runtime:
                 )
 
     def _collect(self, v: ViewState) -> None:
+        for s in v.subscribers:
+            s.mark_step()
         new = v.capture.drain()
         frontier = v.capture.frontier
         if v.start is not None:  # a view that started ahead of its frontier (``ViewState``)

@@ -3,8 +3,11 @@
 Invariants: ``seq`` counts from 0 without gaps in the order frames are sent; frames are
 assigned their ``seq`` and queued under one lock (the engine thread queues diffs and
 progress, the socket task queues heartbeats). A subscriber with more than ``limit`` frames
-unsent is closed: its unsent frames are dropped and a ``closed`` frame, numbered right after
-the last frame it was sent, tells it why. The engine never waits for a subscriber.
+unsent from earlier engine steps (``mark_step``) is closed: its unsent frames are dropped and
+a ``closed`` frame, numbered right after the last frame it was sent, tells it why. A step's
+own frames do not count against it, however many: a step that took 12,000 pipelined writes
+queues 12,000 diffs at once, which no subscriber could have been sent yet. The engine never
+waits for a subscriber.
 
 A diff or snapshot frame holds at most ``FRAME_BYTES`` (``encoded_parts``): the changes of a
 time that would make a bigger one go out in several frames of that time, in order, since a
@@ -62,6 +65,7 @@ class Subscriber:
         self._lock = threading.Lock()
         self._next_seq = 0
         self._sent_seq = -1
+        self._step_seq = 0  # the first frame the engine's current step queued
         self._wake = asyncio.Event()
 
     # -- producer side (engine thread and heartbeat task) ----------------------------------
@@ -76,7 +80,7 @@ class Subscriber:
         with self._lock:
             if self.state is not SubscriberState.OPEN:
                 return False
-            if len(self._frames) >= self.limit:
+            if self._step_seq - self._sent_seq - 1 >= self.limit:  # from earlier steps
                 self._close_locked(
                     f"subscriber too slow: more than {self.limit} frames unsent "
                     "(--subscriber-buffer)"
@@ -85,6 +89,11 @@ class Subscriber:
             self._append_locked(kind, body)
         self._notify()
         return True
+
+    def mark_step(self) -> None:
+        """(engine thread) A step begins: the frames queued from now on are its own."""
+        with self._lock:
+            self._step_seq = self._next_seq
 
     def close(self, reason: str) -> None:
         with self._lock:

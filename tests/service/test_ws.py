@@ -310,6 +310,27 @@ def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no
         assert len(frames) < writes
 
 
+def test_one_step_with_more_frames_than_the_buffer_does_not_close_a_reader(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A write of 30 times publishes 30 diffs in one step. The buffer bounds the frames left
+    unsent from earlier steps, not one step's own: a subscriber that reads was closed as
+    "too slow" the moment the step queued its fifth frame (a pipelined stream whose
+    writes the engine took 12,000 at a time closed every subscriber). One that does not
+    read is still closed (``test_heartbeats_and_stalled_subscriber``)."""
+    with running_server(tmp_path, subscriber_buffer=4) as s, s.client() as c:
+        make_table(c, "t", [("k", "int")], timing="client")
+        make_count_view(c, "n", "t", by=("k",))
+        with connect(f"{s.ws_url}/v1/views/n/subscribe?snapshot=false&progress=false") as ws:
+            many = [{"insert": {"k": t}, "time": t} for t in range(30)]
+            write(c, "t", {"updates": many, "advance_to": 30})
+            frames = [recv(ws) for _ in range(30)]
+            assert [(f["type"], f["seq"], f["time"]) for f in frames] == [
+                ("diff", t, t) for t in range(30)
+            ]
+            for t in range(30, 36):  # later steps, each a frame: the reader keeps up
+                write(c, "t", {"updates": [{"insert": {"k": t}, "time": t}], "advance_to": t + 1})
+                assert recv(ws)["time"] == t
+
+
 def test_sigterm_closes_subscribers_and_exits_cleanly(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import signal
 
