@@ -28,6 +28,7 @@ import numpy as np
 
 from engine import parallel
 from engine.batch import UpdateBatch
+from engine.consolidate import consolidate
 from engine.errors import SchemaError
 from engine.operators.base import Arranged, ArrangementReader, Operator, Scope
 from engine.progress import earliest_ready_round
@@ -37,7 +38,7 @@ from engine.trace import TraceBatch
 from engine.trace.cursor import match_keys
 from engine.trace.seek import join_spine
 
-__all__ = ["HOLD_FROM", "SPLIT_FROM", "Join", "join_pairs"]
+__all__ = ["HOLD_FROM", "PAIRS_PER_PART", "SPLIT_FROM", "Join", "join_pairs"]
 
 SPLIT_FROM = 4096  # delta records from which a join runs as two key ranges on two threads
 # updates at later iterations from which a loop's join holds them until their round: fewer
@@ -45,6 +46,10 @@ SPLIT_FROM = 4096  # delta records from which a join runs as two key ranges on t
 # an update) than a reduce spends carrying them as pending times
 HOLD_FROM = 1024
 _NO_ROUND = np.iinfo(np.int64).max  # outside a loop: no update is at a later iteration
+# record pairs a join makes at once (40 bytes each for two columns and 2-D times): more are
+# made in parts, each consolidated before the next (``Join._in_parts``)
+PAIRS_PER_PART = 1 << 21
+_NO_LIMIT = np.iinfo(np.int64).max
 
 
 def join_pairs(
@@ -135,11 +140,33 @@ class Join(Operator):
     ) -> tuple[UpdateBatch, int]:
         """The delta's keys ``lo:hi`` joined with the batches in ``table`` (their records
         are found through the offsets, which index the delta's whole arrays), and how many
-        of the updates are at later iterations than the loop's round (none outside one)."""
-        data, times, diffs, later = join_spine(
-            delta.codes[lo:hi],
-            np.ascontiguousarray(delta.keys[:, lo:hi]),
-            delta.offsets[lo : hi + 1],
+        of the updates are at later iterations than the loop's round (none outside one).
+        More than ``PAIRS_PER_PART`` record pairs are made in parts (:meth:`_in_parts`)."""
+        round_ = self.scope.round if self.scope.is_loop else _NO_ROUND
+        data, times, diffs, later, pairs = self._join(
+            delta, delta.codes[lo:hi], delta.keys[:, lo:hi], delta.offsets[lo : hi + 1],
+            delta_side, table, PAIRS_PER_PART,
+        )  # fmt: skip
+        if later >= 0:
+            return UpdateBatch(data, times, diffs), later
+        out = self._in_parts(delta, lo, delta_side, table, pairs)
+        return out, int(np.count_nonzero(out.times[-1] > round_))
+
+    def _join(
+        self,
+        delta: TraceBatch,
+        codes: np.ndarray,
+        keys: np.ndarray,
+        offsets: np.ndarray,
+        delta_side: int,
+        table: np.ndarray,
+        most: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+        """``join_spine`` of the delta's records under ``codes``, ``keys`` and ``offsets``."""
+        return join_spine(
+            codes,
+            np.ascontiguousarray(keys),
+            offsets,
             delta.vals,
             delta.times,
             delta.diffs,
@@ -148,8 +175,49 @@ class Join(Operator):
             len(self._layouts[1 - delta_side].val_cols),
             self._specs[delta_side],
             self.scope.round if self.scope.is_loop else _NO_ROUND,
+            most,
         )
-        return UpdateBatch(data, times, diffs), later
+
+    def _in_parts(
+        self, delta: TraceBatch, lo: int, delta_side: int, table: np.ndarray, pairs: np.ndarray
+    ) -> UpdateBatch:
+        """The delta's keys from ``lo`` (``pairs[i]`` record pairs for key ``lo + i``)
+        joined a few keys at a time, or a key a few of its records at a time, each part
+        about ``PAIRS_PER_PART`` pairs and consolidated before the next is made: the pairs
+        of histories that change at many times can be many more than their sum (a self-join
+        of a count and max over 1,000 2-D times made about 100M pairs, gigabytes, that
+        summed to far fewer)."""
+        offsets = delta.offsets
+        parts: list[UpdateBatch] = []
+
+        def run(k0: int, k1: int, r0: int, r1: int) -> None:
+            codes, keys = delta.codes[k0:k1], delta.keys[:, k0:k1]
+            data, times, diffs, _, _ = self._join(
+                delta, codes, keys, np.array([r0, r1]) if k1 - k0 == 1 else offsets[k0 : k1 + 1],
+                delta_side, table, _NO_LIMIT,
+            )  # fmt: skip
+            part = consolidate(UpdateBatch(data, times, diffs))
+            if len(part):
+                parts.append(part)
+
+        start, acc = lo, 0
+        for i, c in enumerate(pairs.tolist(), lo):
+            if c <= PAIRS_PER_PART and acc + c <= PAIRS_PER_PART:
+                acc += c
+                continue
+            if start < i:
+                run(start, i, int(offsets[start]), int(offsets[i]))
+            start, acc = i, c
+            if c > PAIRS_PER_PART:  # its records a few at a time: each pairs as many
+                r0, r1 = int(offsets[i]), int(offsets[i + 1])
+                step = max(1, PAIRS_PER_PART // (c // (r1 - r0)))
+                for r in range(r0, r1, step):
+                    run(i, i + 1, r, min(r + step, r1))
+                start, acc = i + 1, 0
+        if start < lo + pairs.shape[0]:
+            end = lo + pairs.shape[0]
+            run(start, end, int(offsets[start]), int(offsets[end]))
+        return UpdateBatch.concat(parts, self.ncols, self.dims)
 
     def run(self) -> None:
         self.frontier = self.input_frontier()

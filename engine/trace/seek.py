@@ -437,23 +437,30 @@ def join_spine(
     other_kv: int,
     spec: np.ndarray,
     round_: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    most: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """Join one batch (the *delta*) with every batch of a spine (the *other* side, as a
     :func:`gather_spine` table): for every pair of records with equal keys, the output row,
     the join (coordinate-wise max) of their times and the product of their diffs, batch by
     batch; and how many outputs have a last time coordinate above ``round_`` (in a loop: at
     later iterations than the round). ``spec`` has a row per output column: (from the
-    delta?, from the key?, column index among that side's key or value columns)."""
+    delta?, from the key?, column index among that side's key or value columns). More than
+    ``most`` pairs are not made: then the outputs are empty, the count is -1, and the last
+    array holds each delta key's number of pairs (otherwise it is empty)."""
     nq, kk, d, nb = codes.shape[0], keys.shape[0], times.shape[0], table.shape[0]
     hits = _table_hits(codes, keys, table, exact)
-    n = 0
+    pairs = np.zeros(nq, np.int64)
     for b in range(nb):
         o_offsets = carray(_int64_at(table[b, 2]), (table[b, 6] + 1,))
         for i in range(nq):
             j = hits[b, i]
             if j >= 0:
-                n += (offsets[i + 1] - offsets[i]) * (o_offsets[j + 1] - o_offsets[j])
+                pairs[i] += (offsets[i + 1] - offsets[i]) * (o_offsets[j + 1] - o_offsets[j])
+    n = pairs.sum()
     ncols = spec.shape[0]
+    if n > most:
+        no = np.empty(0, np.int64)
+        return np.empty((ncols, 0), np.int64), np.empty((d, 0), np.int64), no, -1, pairs
     data = np.empty((ncols, n), np.int64)
     out_t = np.empty((d, n), np.int64)
     out_d = np.empty(n, np.int64)
@@ -482,4 +489,4 @@ def join_spine(
                     later += out_t[d - 1, p] > round_
                     out_d[p] = diffs[x] * o_diffs[y]
                     p += 1
-    return data, out_t, out_d, later
+    return data, out_t, out_d, later, np.empty(0, np.int64)

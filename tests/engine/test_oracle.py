@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import Antichain, Graph, col, sort_kernels
+from engine.operators import join as join_mod
 from engine.trace import spine as spine_mod
 from tests.engine.reference import Tree, build, evaluate, trees
 from tests.engine.splitting import every_call_split
@@ -191,6 +192,20 @@ def test_oracle_with_every_step_and_merge_split_in_two(
     with every_call_split():
         _check_1d(tree, steps1)
         _check_2d(tree, steps2)
+
+
+@SETTINGS
+@given(trees(max_depth=2), steps_1d, steps_2d, st.sampled_from([0, 1, 3, 8]))
+def test_oracle_with_every_join_in_parts(tree: Tree, steps1: list, steps2: list, most: int) -> None:
+    """Every join makes its record pairs ``most`` at a time, each part consolidated, a key
+    a few records at a time where it has more (normally only from 2M pairs)."""
+    saved = join_mod.PAIRS_PER_PART
+    join_mod.PAIRS_PER_PART = most
+    try:
+        _check_1d(tree, steps1)
+        _check_2d(tree, steps2)
+    finally:
+        join_mod.PAIRS_PER_PART = saved
 
 
 @SETTINGS

@@ -296,9 +296,9 @@ def test_compiled_seeks_match_numpy(ra: list, rb: list, two_col_keys: bool) -> N
         dtype=np.int64,
     )
     table = np.stack([b.addresses(), a.addresses()])  # a joins b's batch and its own
-    data, times, diffs, later = join_spine(
-        a.codes, a.keys, a.offsets, a.vals, a.times, a.diffs, table, exact, kv, spec, 1
-    )
+    args = (a.codes, a.keys, a.offsets, a.vals, a.times, a.diffs, table, exact, kv, spec, 1)
+    data, times, diffs, later, pairs = join_spine(*args, 2**62)
+    assert pairs.shape[0] == 0
     assert later == int((times[-1] > 1).sum())
     expected = []
     for other in (b, a):
