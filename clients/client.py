@@ -188,7 +188,9 @@ class Client:
 
 
 class AsyncClient:
-    """The asynchronous mirror of ``Client``: the same methods, awaited."""
+    """The asynchronous mirror of ``Client``: the same methods, awaited, but for
+    ``subscribe`` and ``ws_writer``, which return their socket unopened: ``async with`` it
+    (and ``async for`` a subscription's frames)."""
 
     def __init__(
         self,

@@ -124,7 +124,7 @@ def completion(token: str) -> Call:
 def create_view(name: str, query: Plan | Mapping[str, Any]) -> Call:
     if not isinstance(query, Plan | Mapping):
         message = f"a query is a Plan or a plan object (a mapping), not {type(query).__name__}"
-        raise InvalidError(message, code="invalid_plan", detail={"path": "query"})
+        raise InvalidError(message, status=422, code="invalid_plan", detail={"path": "query"})
     plan = query.to_json() if isinstance(query, Plan) else dict(query)
     return Call("POST", "/v1/views", body={"name": name, "query": plan})
 

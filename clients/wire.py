@@ -71,7 +71,9 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value, default=_numpy_default, option=orjson.OPT_SERIALIZE_NUMPY)
     except orjson.JSONEncodeError as exc:
-        raise InvalidError(f"a value cannot be sent as JSON: {exc}", code="invalid_value") from exc
+        raise InvalidError(
+            f"a value cannot be sent as JSON: {exc}", status=422, code="invalid_value"
+        ) from exc
 
 
 def _numpy_default(value: Any) -> Any:

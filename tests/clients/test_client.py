@@ -256,13 +256,15 @@ def test_transport_errors_become_connection_failed(exchange: Exchange, call: Cal
 
 
 def test_what_cannot_be_sent_is_a_difflow_error(exchange: Exchange, call: Call) -> None:
-    """The client's errors are its own hierarchy, raised before anything is sent."""
+    """The client's errors are its own hierarchy, raised before anything is sent, with the
+    status the server would have answered (they had none)."""
     with pytest.raises(InvalidError) as caught:
         call("write", "edges", [{"insert": {"src": 2**64}}])
     assert caught.value.code == "invalid_value" and "64-bit" in caught.value.message
+    assert caught.value.status == 422
     with pytest.raises(InvalidError) as caught:
         call("create_view", "v", [1])
-    assert caught.value.code == "invalid_plan"
+    assert caught.value.code == "invalid_plan" and caught.value.status == 422
     with pytest.raises(ConnectionFailed) as caught:
         Client("http://[::1")
     assert caught.value.message.startswith("bad URL 'http://[::1'")
