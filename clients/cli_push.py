@@ -135,7 +135,14 @@ def push(
             bar.advance(task, size)
 
         send = _push_ws if ws else _push_http
-        send(client, table, batches, default_time, frontier, stats, answered)
+        try:
+            send(client, table, batches, default_time, frontier, stats, answered)
+        except InputError as exc:
+            if not stats.writes:
+                raise
+            writes = f"{stats.writes:,} write{'s' if stats.writes != 1 else ''}"
+            written = f"{stats.rows:,} rows in {writes} before it were written"
+            raise InputError(f"{exc.message}; {written}") from exc
         if frontier is not None:  # moving the frontier may have finished pending writes
             stats.pending = [
                 t for t in stats.pending if client.completion(t).get("status") == "pending"
@@ -200,9 +207,9 @@ def _push_ws(
     stats: PushStats,
     answered: Answered,
 ) -> None:
-    """Frames are pipelined: when one is refused, the frames already sent after it are
-    still answered (and may have been written) before the push stops, so that what was
-    written can be said."""
+    """Frames are pipelined: when one is refused, or a line of the input cannot be read,
+    the frames already sent are still answered (and may have been written) before the push
+    stops, so that what was written can be said."""
     sent: deque[tuple[int, int, int]] = deque()  # unanswered: (write number, first row, size)
     refused: list[tuple[DifflowError, int, int, int]] = []
 
@@ -218,17 +225,23 @@ def _push_ws(
         answered(answer, size)
 
     first = 1
+    bad_input: InputError | None = None
     with client.ws_writer(table) as writer:
-        for number, b in enumerate(batches):
-            writer.send(write_body(b.updates, columns=b.columns, time=default_time), id=number)
-            sent.append((number, first, b.size))
-            first += b.size
-            while writer.pending >= WS_WINDOW:
-                receive(writer)
-            if refused:
-                break
+        try:
+            for number, b in enumerate(batches):
+                writer.send(write_body(b.updates, columns=b.columns, time=default_time), id=number)
+                sent.append((number, first, b.size))
+                first += b.size
+                while writer.pending >= WS_WINDOW:
+                    receive(writer)
+                if refused:
+                    break
+        except InputError as unreadable:  # the frames in flight are answered first, and counted
+            bad_input = unreadable
         while sent:
             receive(writer)
+        if bad_input is not None and not refused:
+            raise bad_input
         if refused:
             exc, number, at, size = refused[0]
             wrapped = _refused(exc, number, at, size, stats)

@@ -283,6 +283,26 @@ def test_push_over_websocket_says_what_was_written_around_a_refused_frame(
     )
 
 
+def test_push_says_what_was_written_before_a_line_it_cannot_read(exchange: Exchange) -> None:
+    """A bad line after some writes went out: the push stops there and says how many rows
+    were written (it said only what was wrong with the line); over a WebSocket, after the
+    frames in flight are answered."""
+    rows = '{"a": 0}\n{"a": 1}\n{"a": 2}\n{"a": \n'
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"latency_ms": 0.1}))
+    result = invoke(exchange, "push", "t", "--batch", "2", stdin=rows)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: bad_input: line 4: not JSON (unexpected end of data: line 2 column 1 (char 7))"
+        "; 2 rows in 1 write before it were written\n"
+    ), result.stderr
+    ack = {"type": "ack", "status": "done", "latency_ms": 0.1}
+    connect = connector([{**ack, "id": 0}])
+    result = invoke(exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=connect)
+    assert result.exit_code == 1
+    assert "; 2 rows in 1 write before it were written\n" in result.stderr
+    assert connect.connection.log == ["send", "recv"]
+
+
 def test_push_over_http_says_where_it_stopped_and_what_was_written(exchange: Exchange) -> None:
     error = {
         "error": {
