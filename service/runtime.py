@@ -159,7 +159,10 @@ class Runtime:
     def _enqueue(self, item: WriteCommand | _Control) -> None:
         with self._cv:
             if self._stopping:
-                raise Unavailable("the server is shutting down", code="shutting_down")
+                raise Unavailable(
+                    "the server is shutting down; this request was not applied",
+                    code="shutting_down",
+                )
             self._queue.append(item)
             self._cv.notify()
 
