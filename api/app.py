@@ -59,7 +59,8 @@ def _document(app: FastAPI) -> dict[str, Any]:
     """The OpenAPI document, without the 422 FastAPI documents for any route with a
     parameter: its validation errors are answered in the error envelope (``api.errors``),
     declared where a route can give them; routes that cannot, such as a lookup by token,
-    declare no 422."""
+    declare no 422. An optional query parameter is left out, never ``null``: its schema is
+    its type alone (FastAPI offers ``null`` for ``as_of``)."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     doc = FastAPI.openapi(app)  # kept as app.openapi_schema: changed in place here, once
@@ -67,6 +68,12 @@ def _document(app: FastAPI) -> dict[str, Any]:
         for op in methods.values():
             if "HTTPValidationError" in str(op["responses"].get("422", {})):
                 del op["responses"]["422"]
+            for param in op.get("parameters", []):
+                schema = param.get("schema", {})
+                kinds = [k for k in schema.get("anyOf", []) if k != {"type": "null"}]
+                if len(kinds) == 1:
+                    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+                    param["schema"] = {**kinds[0], **rest}
     for name in ("HTTPValidationError", "ValidationError"):
         doc.get("components", {}).get("schemas", {}).pop(name, None)
     return doc

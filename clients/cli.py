@@ -7,6 +7,7 @@ with status 1; usage errors exit with status 2 (typer's own handling).
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from typing import Annotated, Any
 
@@ -112,7 +113,14 @@ def serve(
     """Run the server (engine embedded; local Spark started on the first load). A value
     that does not parse or is out of range stops it with one line naming the setting
     (exit status 2)."""
-    import api.server
+    try:
+        import api.server
+    except Exception as exc:  # the engine reads DIFFLOW_THREADS and DIFFLOW_MALLOC as it loads
+        engine_errors = sys.modules.get("engine.errors")
+        if engine_errors is None or not isinstance(exc, engine_errors.EngineError):
+            raise
+        typer.echo(f"difflow: {exc}", err=True)
+        raise typer.Exit(2) from None
 
     # api.server.main turns SIGTERM into a clean exit (status 0) after a graceful shutdown.
     api.server.main(

@@ -3,6 +3,7 @@ with working defaults (``difflow serve`` alone runs everything embedded)."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -110,12 +111,13 @@ def _convert(name: str, raw: str) -> object:
     kind = type(default)
     if kind in (int, float):
         try:
-            return kind(raw)
+            value = kind(raw)
         except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise SettingsError(
-                f"{_named(name)} must be {what}, not {raw!r}", {"setting": name}
-            ) from None
+            value = None
+        if value is None or (kind is float and not math.isfinite(value)):
+            what = "an integer" if kind is int else "a finite number"
+            raise SettingsError(f"{_named(name)} must be {what}, not {raw!r}", {"setting": name})
+        return value
     if isinstance(default, Path):
         return Path(raw)
     return raw

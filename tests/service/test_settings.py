@@ -30,6 +30,16 @@ from tests.service.server import ROOT
         ("HEARTBEAT_S", "0", "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be"),
         ("WARMUP", "maybe", "warmup (DIFFLOW_WARMUP) must be true or false"),
         ("HEARTBEAT_S", "soon", "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a"),
+        (
+            "HEARTBEAT_S",
+            "inf",
+            "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a finite",
+        ),
+        (
+            "HEARTBEAT_S",
+            "nan",
+            "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a finite",
+        ),
     ],
 )
 def test_bad_values_are_refused_by_name(
@@ -86,7 +96,7 @@ def test_a_flag_as_typed_is_parsed_as_its_variable(monkeypatch: pytest.MonkeyPat
         (
             ["--heartbeat-s", "soon"],
             {"DIFFLOW_HEARTBEAT_S": "5"},
-            "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a number, not 'soon'",
+            "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a finite number, not 'soon'",
         ),
     ],
 )
@@ -121,3 +131,26 @@ def test_a_bad_warmup_variable_is_one_line_too() -> None:
     assert run.stderr.strip().splitlines() == [
         "difflow: warmup (DIFFLOW_WARMUP) must be true or false (1/0, yes/no, on/off), not 'maybe'"
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "line"),
+    [
+        ("DIFFLOW_THREADS", "3", "DIFFLOW_THREADS must be 1 or 2, not '3'"),
+        ("DIFFLOW_MALLOC", "bogus", "DIFFLOW_MALLOC must be 'tuned' or 'system', not 'bogus'"),
+    ],
+)
+def test_a_bad_engine_variable_is_one_line_from_difflow_serve(
+    name: str, value: str, line: str
+) -> None:
+    """The engine reads these as it loads: ``difflow serve`` printed its traceback, status 1."""
+    run = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "serve", "--port", "0", "--no-warmup"],
+        cwd=ROOT,
+        env={**os.environ, name: value},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run
+    assert run.stderr.strip().splitlines() == [f"difflow: {line}"]

@@ -53,6 +53,15 @@ def test_health_and_openapi(client: httpx.Client) -> None:
     ]
     assert len(bodies) >= 4
     assert '"null"' not in str(bodies).replace("'", '"')
+    # and so do query parameters (as_of offered null)
+    params = [
+        p["schema"]
+        for methods in spec["paths"].values()
+        for op in methods.values()
+        for p in op.get("parameters", [])
+    ]
+    assert {"type": "string", "pattern": "^[0-9]+(,[0-9]+)*$", "title": "As Of"} in params
+    assert '"null"' not in str(params).replace("'", '"')
 
     def body_model(path: str, method: str, status: str) -> str:
         schema = spec["paths"][path][method]["responses"][status]["content"]["application/json"]
