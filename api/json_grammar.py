@@ -21,7 +21,7 @@ _SPACE = re.compile(r"[ \t\n\r]+")
 _TOKENS = frozenset("{}[]:,sv")
 
 # what the next token may be
-_VALUE, _VALUE_OR_END, _KEY, _KEY_OR_END, _COLON, _AFTER = range(6)
+_VALUE, _KEY, _COLON, _AFTER = range(4)
 
 
 def refuse_constant(constant: str) -> None:
@@ -50,37 +50,28 @@ def grammatical(raw: bytes | str) -> bool:
 
 
 def _flat_grammatical(text: str) -> bool:
-    """:func:`grammatical` without recursion: strings become ``s``, other scalars ``v``
-    (before whitespace goes, so ``1 2`` stays two values), then the structure is followed
-    token by token."""
+    """:func:`grammatical` without recursion: strings become ``s``, other scalars and empty
+    containers ``v`` (scalars before whitespace goes, so ``1 2`` stays two values), then the
+    structure is followed token by token."""
     tokens = _SPACE.sub("", _SCALAR.sub("v", _STRING.sub("s", text)))
+    tokens = tokens.replace("[]", "v").replace("{}", "v")
     if not _TOKENS.issuperset(tokens):
         return False
     stack: list[str] = []
     state = _VALUE
     for c in tokens:
-        if state in (_VALUE, _VALUE_OR_END):
+        if state == _VALUE:
             if c == "s" or c == "v":
                 state = _AFTER
-            elif c == "[":
+            elif c == "[" or c == "{":
                 stack.append(c)
-                state = _VALUE_OR_END
-            elif c == "{":
-                stack.append(c)
-                state = _KEY_OR_END
-            elif c == "]" and state == _VALUE_OR_END:
-                stack.pop()
-                state = _AFTER
+                state = _VALUE if c == "[" else _KEY
             else:
                 return False
-        elif state in (_KEY, _KEY_OR_END):
-            if c == "s":
-                state = _COLON
-            elif c == "}" and state == _KEY_OR_END:
-                stack.pop()
-                state = _AFTER
-            else:
+        elif state == _KEY:
+            if c != "s":
                 return False
+            state = _COLON
         elif state == _COLON:
             if c != ":":
                 return False
