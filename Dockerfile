@@ -1,5 +1,6 @@
 # difflow: the server with its embedded engine and a local Spark (Java 17 for PySpark).
-FROM python:3.11-slim
+# Debian 12 (bookworm) pinned: it ships openjdk-17; later Debian releases may not.
+FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
