@@ -142,7 +142,6 @@ class Join(Operator):
         are found through the offsets, which index the delta's whole arrays), and how many
         of the updates are at later iterations than the loop's round (none outside one).
         More than ``PAIRS_PER_PART`` record pairs are made in parts (:meth:`_in_parts`)."""
-        round_ = self.scope.round if self.scope.is_loop else _NO_ROUND
         data, times, diffs, later, pairs = self._join(
             delta, delta.codes[lo:hi], delta.keys[:, lo:hi], delta.offsets[lo : hi + 1],
             delta_side, table, PAIRS_PER_PART,
@@ -150,7 +149,11 @@ class Join(Operator):
         if later >= 0:
             return UpdateBatch(data, times, diffs), later
         out = self._in_parts(delta, lo, delta_side, table, pairs)
-        return out, int(np.count_nonzero(out.times[-1] > round_))
+        return out, int(np.count_nonzero(out.times[-1] > self._round()))
+
+    def _round(self) -> int:
+        """The loop's round, past which updates are at later iterations (none outside one)."""
+        return self.scope.round if self.scope.is_loop else _NO_ROUND
 
     def _join(
         self,
@@ -174,7 +177,7 @@ class Join(Operator):
             self.exact,
             len(self._layouts[1 - delta_side].val_cols),
             self._specs[delta_side],
-            self.scope.round if self.scope.is_loop else _NO_ROUND,
+            self._round(),
             most,
         )
 
