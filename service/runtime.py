@@ -73,7 +73,7 @@ class Runtime:
         self.settings = settings
         self.graph = Graph()
         self.catalog = Catalog(self.graph, settings)
-        self.completions = CompletionStore(settings.completions_kept)
+        self.completions = CompletionStore(settings.completions_kept, settings.completion_rows_kept)
         self.metrics = Metrics(self)
         self._queue: deque[WriteCommand | _Control] = deque()
         self._cv = threading.Condition()

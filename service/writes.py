@@ -74,11 +74,15 @@ class WriteCommand:
 
 
 class CompletionStore:
-    """Finished write bodies by token (bounded, oldest forgotten first) and pending ones."""
+    """Finished write bodies by token and pending ones. Finished ones are bounded by count
+    (``keep``) and by their output rows in all (``keep_rows``), oldest forgotten first; the
+    newest is always kept, however many rows it has (a ``wait=false`` writer asks for it)."""
 
-    def __init__(self, keep: int) -> None:
+    def __init__(self, keep: int, keep_rows: int) -> None:
         self.keep = keep
-        self._done: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self.keep_rows = keep_rows
+        self._done: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
+        self._rows = 0  # output rows in the kept bodies
         self._pending: dict[str, WriteCommand] = {}
         self._lock = threading.Lock()
 
@@ -87,11 +91,22 @@ class CompletionStore:
             self._pending[cmd.token] = cmd
 
     def finish(self, cmd: WriteCommand, body: dict[str, Any]) -> None:
+        rows = sum(len(out) for out in body["outputs"].values())
         with self._lock:
             self._pending.pop(cmd.token, None)
-            self._done[cmd.token] = body
-            while len(self._done) > self.keep:
-                self._done.popitem(last=False)
+            self._done[cmd.token] = (body, rows)
+            self._rows += rows
+            while len(self._done) > 1 and (
+                len(self._done) > self.keep or self._rows > self.keep_rows
+            ):
+                self._rows -= self._done.popitem(last=False)[1][1]
+
+    def forgotten(self) -> str:
+        """What is kept, for the answer to a token not (or no longer) known."""
+        return (
+            f"the server remembers the last {self.keep:,} finished writes, with "
+            f"{self.keep_rows:,} output rows in all (the newest write whatever its size)"
+        )
 
     def forget(self, cmd: WriteCommand) -> None:
         with self._lock:
@@ -100,7 +115,7 @@ class CompletionStore:
     def lookup(self, token: str) -> tuple[str, dict[str, Any] | WriteCommand] | None:
         with self._lock:
             if token in self._done:
-                return "done", self._done[token]
+                return "done", self._done[token][0]
             if token in self._pending:
                 return "pending", self._pending[token]
         return None

@@ -126,7 +126,7 @@ async def completion(token: str, rt: RuntimeDep) -> JSONResponse:
     found = rt.completions.lookup(token)
     if found is None:
         raise NotFound(
-            f"no write with token {token!r} (finished writes are kept for a while)",
+            f"no write with token {token!r}: unknown, or forgotten ({rt.completions.forgotten()})",
             {"token": token},
         )
     state, value = found

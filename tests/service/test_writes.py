@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 from websockets.sync.client import connect
 
 from tests.service.conftest import (
@@ -17,6 +18,7 @@ from tests.service.conftest import (
     rows,
     write,
 )
+from tests.service.server import running_server
 
 
 def test_server_timed_write_returns_outputs_and_latency(client: httpx.Client, name: str) -> None:
@@ -58,6 +60,44 @@ def test_client_timed_pending_then_done(client: httpx.Client, name: str) -> None
     assert body["status"] == "done" and body["times"] == [5]
     assert body["outputs"][f"{name}_n"] == [{"data": {"k": "x", "n": 1}, "time": 5, "diff": 1}]
     assert_error(client.get("/v1/completions/w-does-not-exist"), 404)
+
+
+def test_completions_keep_a_bounded_number_of_output_rows(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Finished writes' outputs are remembered up to ``COMPLETION_ROWS_KEPT`` rows in all,
+    oldest forgotten first, the newest always kept: a server taking big writes does not
+    hold every output it ever answered (audit 22: 2.3 GB after three 1M-row writes to
+    views since dropped)."""
+    with (
+        running_server(tmp_path_factory.mktemp("server"), completion_rows_kept=25) as s,
+        s.client() as c,
+    ):
+        make_table(c, "t", [("x", "int")])
+        r = c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
+        assert r.status_code == 201, r.text
+
+        def rows_write(lo: int, hi: int) -> str:
+            body = write(c, "t", {"columns": {"x": list(range(lo, hi))}})
+            assert len(body["outputs"]["v"]) == hi - lo
+            return body["token"]
+
+        w1, w2, w3 = rows_write(0, 10), rows_write(10, 20), rows_write(20, 30)
+        err = assert_error(c.get(f"/v1/completions/{w1}"), 404)
+        assert "25 output rows" in err["message"], err
+        for token, lo in ((w2, 10), (w3, 20)):
+            r = c.get(f"/v1/completions/{token}")
+            assert r.status_code == 200, r.text
+            assert sorted(u["data"]["x"] for u in r.json()["outputs"]["v"]) == list(
+                range(lo, lo + 10)
+            )
+        w4 = rows_write(30, 70)  # alone more than the bound: kept, the others forgotten
+        assert [c.get(f"/v1/completions/{t}").status_code for t in (w2, w3, w4)] == [
+            404,
+            404,
+            200,
+        ]
+        assert len(c.get(f"/v1/completions/{w4}").json()["outputs"]["v"]) == 40
 
 
 def test_write_that_advances_its_own_frontier_is_done(client: httpx.Client, name: str) -> None:
