@@ -97,12 +97,15 @@ def start_background() -> subprocess.Popen | None:
     except OSError:  # no writable cache: numba compiles each kernel on first use instead
         return None
     with err:
-        return subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-m", "service.warmup", "--background", str(os.getpid())],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
+    # reaped as soon as it ends, not left a zombie until the server stops
+    threading.Thread(target=child.wait, name="warmup-reaper", daemon=True).start()
+    return child
 
 
 def warm(quiet: bool = False) -> dict[str, Any]:

@@ -6,6 +6,7 @@ install's empty cache."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
@@ -160,6 +161,51 @@ def test_a_fresh_server_warms_up_in_a_child_that_ends_with_it(tmp_path: Path, ho
         served.wait()
         assert served.stdout is not None
         served.stdout.close()
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (``Z``: ended, not reaped), or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return ""
+
+
+def test_a_warmup_child_that_ends_is_reaped_at_once(tmp_path: Path) -> None:
+    """The lock held here (another server warming up, say) ends the child at once; the
+    server reaps it then, not when it stops (audit 22 saw a zombie for the server's life)."""
+    cache = tmp_path / "cache"
+    lock = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from service.warmup import marker_path; print(marker_path().with_name('warmup.lock'))",
+        ],
+        cwd=ROOT,
+        env=_env(cache),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(lock).parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        served = _serve(cache, tmp_path / "data")
+        try:
+            url = _url(served)
+            assert httpx.get(f"{url}/healthz", timeout=WAIT_S).json() == {"status": "ok"}
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline:
+                states = [_state(c) for c in _children(served.pid)]
+                if not states:
+                    break
+                time.sleep(0.05)
+            assert states == [], f"children of the server after the warm-up ended: {states}"
+        finally:
+            served.send_signal(signal.SIGTERM)
+            served.wait(timeout=WAIT_S)
+            assert served.stdout is not None
+            served.stdout.close()
 
 
 @pytest.mark.parametrize("how", ["flag", "marker"])
