@@ -146,7 +146,6 @@ _STATUS_BY_CODE: dict[str, int] = {
     "type_mismatch": 422,
     "mixed_domains": 422,
     # a load's request, and why a load failed (its status's error)
-    "invalid_load": 422,
     "invalid_source": 422,
     "invalid_where": 422,
     "source_not_found": 422,

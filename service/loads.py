@@ -108,13 +108,13 @@ def parse_load_request(body: Mapping[str, Any], shape: TableShape) -> LoadReques
         raise Invalid(
             f"{extra[0]}: unknown field; a load has {list(_BODY_KEYS)}",
             {"path": extra[0]},
-            "invalid_load",
+            "invalid",
         )
     schema = [(c.name, c.type.value) for c in shape.schema.columns]
     spec = parse_load_spec(body, schema)
     mode = body.get("mode", "append")
     if mode not in MODES:
-        raise Invalid(f"mode must be one of {list(MODES)}", {"path": "mode"}, "invalid_load")
+        raise Invalid(f"mode must be one of {list(MODES)}", {"path": "mode"}, "invalid")
     if shape.timing == "server":
         if "time" in body:  # null too: an optional field is given or left out
             raise Invalid(

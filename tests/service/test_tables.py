@@ -167,7 +167,9 @@ def test_null_is_no_value_for_an_optional_field(client: httpx.Client, name: str)
     for body, code, path in [
         ({"source": source, "where": None}, "invalid", "where"),
         ({"source": source, "columns": None}, "invalid", "columns"),
-        ({"source": source, "mode": None}, "invalid_load", "mode"),
+        ({"source": source, "mode": None}, "invalid", "mode"),  # one code for every field
+        ({"source": source, "mode": "upsert"}, "invalid", "mode"),
+        ({"source": source, "at": 0}, "invalid", "at"),
         ({"source": source, "time": None}, "bad_time", "time"),
         ({"source": {**source, "table": None}}, "invalid", "source.table"),
         ({"source": {"path": "/e.csv", "format": None}}, "invalid", "source.format"),
