@@ -104,8 +104,8 @@ class CompletionStore:
     def forgotten(self) -> str:
         """What is kept, for the answer to a token not (or no longer) known."""
         return (
-            f"the server remembers the last {self.keep:,} finished writes, with "
-            f"{self.keep_rows:,} output rows in all (the newest write whatever its size)"
+            f"the server remembers the last {self.keep:,} finished writes, up to "
+            f"{self.keep_rows:,} output rows in all (the newest one whatever its size)"
         )
 
     def forget(self, cmd: WriteCommand) -> None:
