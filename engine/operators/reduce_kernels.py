@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.consolidate import group_starts, lex_order, segment_sums
+from engine.exact_sum import segment_fsums
 from engine.interning import StringInterner
 from engine.lattice import leq
 from engine.operators.reduce_agg import (
@@ -238,7 +239,8 @@ class AggregateKernel(ReduceKernel):
         col = v[s.column]
         if s.fn == "sum":
             if s.type is ColumnType.FLOAT:
-                return encode(segment_sums(decode(col, s.type) * c, starts), s.type)
+                sums = segment_fsums(decode(col, s.type), np.ascontiguousarray(c), starts)
+                return encode(sums, s.type)
             with np.errstate(over="ignore"):
                 return segment_sums(col * c, starts)
         if s.fn in ("min", "max"):

@@ -18,7 +18,8 @@ Semantic choices beyond the contract (each is also noted where it is implemented
 * Floats are canonical: ``-0.0`` becomes ``0.0`` and every NaN becomes the one object
   :data:`NAN`, so NaN rows compare equal to each other in joins, ``distinct``, grouping and
   the fixed-point test (as their canonical IEEE bits would), while ``eq``/``lt``/... stay IEEE.
-* Where values are *ordered* (``reduce`` min/max, ``top_k``, float sums) NaN sorts after every
+* Float sums are exact sums rounded once, whatever the rows' order.
+* Where values are *ordered* (``reduce`` min/max, ``top_k``) NaN sorts after every
   other float; the ``min``/``max`` *functions* return NaN if any argument is NaN (IEEE).
 * Int arithmetic, int sums and ``cast`` of a string to int wrap to signed 64 bits, and so
   does every node's output counts (as the engine keeps them);
@@ -39,6 +40,7 @@ import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cmp_to_key
 from typing import Any
 
@@ -1107,17 +1109,22 @@ def _compile_aggregate(
         return "int", lambda members: wrap64(sum(count * value(row) for row, count in members))
 
     def float_sum(members: list[tuple[Row, int]]) -> Value:
-        total = 0.0
-        for v, count in sorted(((value(row), count) for row, count in members), key=_sum_order):
-            total += count * v
-        return normalize_value(total)
+        return normalize_value(exact_float_sum([(value(row), count) for row, count in members]))
 
     return "float", float_sum
 
 
-def _sum_order(term: tuple[Value, int]) -> tuple[tuple[int, Value], int]:
-    """Float sums add their terms in the order of value (then count), for determinism."""
-    return _order_key(term[0]), term[1]
+def exact_float_sum(terms: list[tuple[float, int]]) -> float:
+    """The exact sum of ``value * count``, rounded once; a term whose float product is not
+    finite makes it the float sum of those (IEEE: infinities of both signs give NaN)."""
+    special = [p for p in (v * c for v, c in terms) if not math.isfinite(p)]
+    if special:
+        return sum(special)
+    total = sum((Fraction(v) * c for v, c in terms), Fraction(0))
+    try:
+        return float(total)
+    except OverflowError:
+        return math.copysign(math.inf, total)
 
 
 def schema_of(plan: object, db: Database, path: Path = ()) -> list[Column]:

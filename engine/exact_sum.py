@@ -1,0 +1,140 @@
+"""Float sums that do not depend on the order of their terms: each segment's sum of
+``value * count`` correctly rounded, as ``math.fsum`` of the exact products would be.
+
+A ``sum`` of floats is recomputed from a group's rows at every time it may change, and the
+rows come in whatever order the history left them. Added in some order, float rounding
+makes the result depend on it, and a large value added and retracted leaves its rounding
+behind (rows ``1e15, 0.2, -1e15`` sum to 0.25 or 0.0 depending on the order). Here each
+product is split exactly into floats (Dekker's product of the value with the count's two
+32-bit halves) and the terms are added without error into Shewchuk's non-overlapping
+partials, rounded once at the end (the algorithm of CPython's ``math.fsum``).
+
+A term whose product is not finite (an infinite or NaN value, or a product beyond the float
+range) makes the sum the plain float sum of such terms, in order (IEEE: infinities of both
+signs give NaN). Partial sums must not overflow (their exact total would then be rounded
+to infinity, where ``math.fsum`` raises).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["segment_fsums"]
+
+_SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's splitter for 53-bit mantissas
+_TWO32 = 4294967296.0
+_PARTIALS = 64  # non-overlapping partials of finite doubles: at most about 40
+_HUGE = 2.0**900  # values beyond this are scaled down before splitting (the splitter overflows)
+_DOWN, _UP = 2.0**-200, 2.0**200
+
+
+@njit(cache=True, nogil=True)
+def _two_product(a: float, b: float) -> tuple[float, float]:
+    """``(p, e)`` with ``p = fl(a * b)`` and ``p + e == a * b`` exactly (Dekker), for
+    ``|b| < 2**32`` and ``a * b`` well inside the float range."""
+    p = a * b
+    t = _SPLIT * a
+    a_hi = t - (t - a)
+    a_lo = a - a_hi
+    t = _SPLIT * b
+    b_hi = t - (t - b)
+    b_lo = b - b_hi
+    e = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    return p, e
+
+
+@njit(cache=True, nogil=True)
+def _add(partials: np.ndarray, n: int, x: float) -> int:
+    """Add ``x`` to the ``n`` partials without error; their new count."""
+    i = 0
+    for j in range(n):
+        y = partials[j]
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo != 0.0:
+            partials[i] = lo
+            i += 1
+        x = hi
+    if x != 0.0:
+        partials[i] = x
+        i += 1
+    return i
+
+
+@njit(cache=True, nogil=True)
+def _rounded(partials: np.ndarray, n: int) -> float:
+    """The partials' exact sum, correctly rounded (half to even)."""
+    if n == 0:
+        return 0.0
+    n -= 1
+    hi = partials[n]
+    lo = 0.0
+    while n > 0:
+        x = hi
+        n -= 1
+        y = partials[n]
+        hi = x + y
+        lo = y - (hi - x)
+        if lo != 0.0:
+            break
+    if n > 0 and ((lo < 0.0 and partials[n - 1] < 0.0) or (lo > 0.0 and partials[n - 1] > 0.0)):
+        y = lo * 2.0
+        x = hi + y
+        if y == x - hi:
+            hi = x
+    return hi
+
+
+@njit(cache=True, nogil=True)
+def segment_fsums(values: np.ndarray, counts: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per segment (beginning where ``starts`` is true; the first one at 0), the correctly
+    rounded sum of ``values[i] * counts[i]``."""
+    n = values.shape[0]
+    nseg = 0
+    for i in range(n):
+        if starts[i]:
+            nseg += 1
+    out = np.empty(nseg, np.float64)
+    partials = np.empty(_PARTIALS, np.float64)
+    s = -1
+    np_ = 0
+    special = 0.0
+    has_special = False
+    for i in range(n + 1):
+        if i == n or starts[i]:
+            if s >= 0:
+                out[s] = special if has_special else _rounded(partials, np_)
+            if i == n:
+                break
+            s += 1
+            np_ = 0
+            special = 0.0
+            has_special = False
+        v, c = values[i], counts[i]
+        prod = v * c
+        if not np.isfinite(prod):
+            special = prod if not has_special else special + prod
+            has_special = True
+            continue
+        if has_special:
+            continue
+        scale = 1.0
+        if abs(v) > _HUGE:  # powers of two: exact both ways
+            v, scale = v * _DOWN, _UP
+        # c = c_hi * 2**32 + c_lo with |c_lo| <= 2**31: both halves exact floats, neither
+        # much larger than c (no cancelling pair of huge products); each product split
+        hi, lo = c >> 32, c & 0xFFFFFFFF
+        if lo >= 0x80000000:
+            hi, lo = hi + 1, lo - 0x100000000
+        c_hi, c_lo = float(hi), float(lo)
+        p, e = _two_product(v, c_lo)
+        np_ = _add(partials, np_, p * scale)
+        np_ = _add(partials, np_, e * scale)
+        if c_hi != 0.0:
+            p, e = _two_product(v, c_hi)
+            np_ = _add(partials, np_, p * (_TWO32 * scale))
+            np_ = _add(partials, np_, e * (_TWO32 * scale))
+    return out

@@ -1,0 +1,69 @@
+"""Float sums per segment are the correctly rounded sums of the exact products, whatever
+the order of their terms (``engine.exact_sum``), checked against exact rational arithmetic
+(the oracle's ``exact_float_sum``); and a float ``sum`` aggregate in a graph no longer
+keeps the rounding of a large value added and retracted (audit 20)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine import Graph
+from engine.exact_sum import segment_fsums
+from tests.oracle.evaluate import exact_float_sum
+
+finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
+counts = st.integers(min_value=-(2**62), max_value=2**62).filter(bool)
+terms = st.lists(st.tuples(finite | st.sampled_from([1e15, -1e15, 0.1, 0.2]), counts), max_size=12)
+
+
+def _run(segments: list[list[tuple[float, int]]]) -> np.ndarray:
+    flat = [t for s in segments for t in s]
+    starts = np.array([i == 0 for s in segments for i in range(len(s))], dtype=bool)
+    values = np.array([v for v, _ in flat], dtype=np.float64)
+    cs = np.array([c for _, c in flat], dtype=np.int64)
+    return segment_fsums(values, cs, starts)
+
+
+@given(st.lists(terms.filter(bool), min_size=1, max_size=5), st.randoms())
+def test_segment_sums_are_exact_sums_rounded_once_in_any_order(segments, rnd) -> None:
+    got = _run(segments)
+    assert got.tolist() == [exact_float_sum(s) for s in segments]
+    shuffled = [rnd.sample(s, len(s)) for s in segments]
+    assert _run(shuffled).tolist() == got.tolist()
+
+
+def test_non_finite_terms() -> None:
+    inf, nan = math.inf, math.nan
+    got = _run(
+        [[(inf, 2), (1.0, 1)], [(inf, 1), (-inf, 1)], [(nan, 1), (2.0, 3)], [(1e300, 10**10)]]
+    )
+    assert got[0] == inf and math.isnan(got[1]) and math.isnan(got[2]) and got[3] == inf
+
+
+def test_a_float_sum_keeps_no_rounding_of_retracted_values() -> None:
+    """Rows 1e15, 0.2 and -1e15 for one key, then 1e15 retracted and added back: the sum at
+    every time is the exact sum of the rows present, rounded once (added in their order,
+    the first time's rows sum to 0.25, and to 0.0 in another)."""
+    g = Graph()
+    inp, rows = g.new_input([("k", "int"), ("x", "float")], name="t")
+    cap = rows.reduce(["k"], {"s": ("sum", "x")}).capture()
+    writes = [[(1e15, 1), (0.2, 1), (-1e15, 1)], [(1e15, -1)], [(1e15, 1), (0.1, 1)]]
+    present: dict[float, int] = {}
+    acc: dict[tuple[int, float], int] = {}
+    for t, w in enumerate(writes):
+        for x, d in w:
+            inp.send_rows([(7, x)], t, d)
+            present[x] = present.get(x, 0) + d
+        inp.advance_to(t + 1)
+        g.step()
+        out = cap.drain()
+        sums = np.ascontiguousarray(out.data[1]).view(np.float64)
+        for k, v, d in zip(out.data[0].tolist(), sums.tolist(), out.diffs.tolist(), strict=True):
+            acc[(k, v)] = acc.get((k, v), 0) + d
+        acc = {r: c for r, c in acc.items() if c}
+        expect = exact_float_sum(list(present.items()))
+        assert acc == {(7, expect): 1}, (t, acc, expect)
