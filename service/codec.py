@@ -61,8 +61,9 @@ def nests_deeper(value: Any, limit: int) -> bool:
 def check_value(value: Any, ctype: ColumnType, path: str) -> Any:
     """The value if it fits the column type, else Invalid naming ``path``."""
     if ctype is ColumnType.INT:
-        if isinstance(value, float) and value.is_integer() and not INT64_MIN <= value <= INT64_MAX:
-            # the JSON parser reads an integer literal beyond 64 bits as a float
+        if isinstance(value, float) and value.is_integer() and not INT64_MIN < value <= INT64_MAX:
+            # the JSON parser reads an integer literal beyond 64 bits as a float (-2**63 - 1
+            # as -2.0**63; -2**63 itself it reads as an int)
             raise Invalid(f"{path} does not fit in 64 bits", {"path": path}, "wrong_type")
         if isinstance(value, bool) or not isinstance(value, int):
             raise Invalid(
