@@ -27,7 +27,6 @@ import numpy as np
 from engine.consolidate import group_starts, lex_order, segment_sums
 from engine.exact_sum import segment_fsums
 from engine.interning import StringInterner
-from engine.lattice import leq
 from engine.operators.reduce_agg import (
     COUNT,
     COUNT_DISTINCT,
@@ -37,10 +36,9 @@ from engine.operators.reduce_agg import (
     MIN_FLOAT,
     SUM,
 )
-from engine.operators.reduce_times import segment_bounds
+from engine.operators.reduce_times import dominated_pairs, segment_bounds
 from engine.schema import ColumnType, decode, encode
 from engine.sort_kernels import consolidate_rows_order
-from engine.trace.cursor import expand_ranges
 
 __all__ = [
     "AggregateKernel",
@@ -81,10 +79,9 @@ def accumulate_at(
     ``(candidate, vals, sum of diffs at times <= candidate time)``, sorted, no zeros."""
     order = np.argsort(owner, kind="stable")
     lo, hi = segment_bounds(owner[order], nkeys)
-    cand, pos = expand_ranges(lo[cand_owner], hi[cand_owner])
-    pos = order[pos]
-    hit = leq(np.take(times, pos, axis=1), np.take(cand_times, cand, axis=1))
-    cand, pos = cand[hit], pos[hit]
+    cand, pos = dominated_pairs(
+        cand_owner, np.ascontiguousarray(cand_times), lo, hi, order, np.ascontiguousarray(times)
+    )
     return consolidate_rows(cand, np.take(vals, pos, axis=1), diffs[pos])
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "candidate_line",
     "candidates",
     "compiled_line",
+    "dominated_pairs",
     "segment_bounds",
 ]
 
@@ -60,6 +61,49 @@ def segment_bounds(owner: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarra
     """For ``owner`` sorted ascending: start and end of each key's segment."""
     keys = np.arange(nkeys, dtype=np.int64)
     return np.searchsorted(owner, keys, "left"), np.searchsorted(owner, keys, "right")
+
+
+@njit(cache=True, nogil=True)
+def dominated_pairs(
+    cand_owner: np.ndarray,
+    cand_times: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    order: np.ndarray,
+    times: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every (candidate, record) of one key with the record's time ``<=`` the candidate's:
+    candidate ``c``'s key's records are ``order[lo[k]:hi[k]]`` for ``k = cand_owner[c]``.
+    Returns the candidates (ascending) and the records of those pairs. Only the pairs that
+    hold are written: comparing every pair in numpy made the candidate and record times of
+    all of them first, four arrays as long as candidates times records."""
+    d, nc = times.shape[0], cand_owner.shape[0]
+    cap = 1024
+    out_c = np.empty(cap, np.int64)
+    out_r = np.empty(cap, np.int64)
+    n = 0
+    for c in range(nc):
+        k = cand_owner[c]
+        for j in range(lo[k], hi[k]):
+            r = order[j]
+            below = True
+            for x in range(d):
+                if times[x, r] > cand_times[x, c]:
+                    below = False
+                    break
+            if not below:
+                continue
+            if n == cap:
+                cap *= 2
+                grown_c = np.empty(cap, np.int64)
+                grown_r = np.empty(cap, np.int64)
+                grown_c[:n] = out_c[:n]
+                grown_r[:n] = out_r[:n]
+                out_c, out_r = grown_c, grown_r
+            out_c[n] = c
+            out_r[n] = r
+            n += 1
+    return out_c[:n].copy(), out_r[:n].copy()
 
 
 def _distinct_coords(owner: np.ndarray, coords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
