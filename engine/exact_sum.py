@@ -4,7 +4,7 @@
 A ``sum`` of floats is recomputed from a group's rows at every time it may change, and the
 rows come in whatever order the history left them. Added in some order, float rounding
 makes the result depend on it, and a large value added and retracted leaves its rounding
-behind (rows ``1e15, 0.2, -1e15`` sum to 0.25 or 0.0 depending on the order). Here each
+behind (rows ``1e15, 0.2, -1e15`` sum to 0.25 or 0.2 depending on the order). Here each
 product is split exactly into floats (Dekker's product of the value with the count's two
 32-bit halves) and the terms are added without error into Shewchuk's non-overlapping
 partials, rounded once at the end (the algorithm of CPython's ``math.fsum``).

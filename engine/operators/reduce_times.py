@@ -76,7 +76,7 @@ def dominated_pairs(
     candidate ``c``'s key's records are ``order[lo[k]:hi[k]]`` for ``k = cand_owner[c]``.
     Returns the candidates (ascending) and the records of those pairs. Only the pairs that
     hold are written: comparing every pair in numpy made the candidate and record times of
-    all of them first, four arrays as long as candidates times records."""
+    all of them first, four arrays as long as all the pairs."""
     d, nc = times.shape[0], cand_owner.shape[0]
     cap = 1024
     out_c = np.empty(cap, np.int64)

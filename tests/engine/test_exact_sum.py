@@ -47,7 +47,7 @@ def test_non_finite_terms() -> None:
 def test_a_float_sum_keeps_no_rounding_of_retracted_values() -> None:
     """Rows 1e15, 0.2 and -1e15 for one key, then 1e15 retracted and added back: the sum at
     every time is the exact sum of the rows present, rounded once (added in their order,
-    the first time's rows sum to 0.25, and to 0.0 in another)."""
+    the first time's rows sum to 0.25; in another, to 0.2)."""
     g = Graph()
     inp, rows = g.new_input([("k", "int"), ("x", "float")], name="t")
     cap = rows.reduce(["k"], {"s": ("sum", "x")}).capture()
