@@ -125,6 +125,44 @@ def _pack(cols: np.ndarray, m: int, packed: np.ndarray) -> bool:
     return True
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _merge_runs(
+    src: np.ndarray,
+    dst: np.ndarray,
+    lo: int,
+    mid: int,
+    hi: int,
+    packed: np.ndarray,
+    cols: np.ndarray,
+    wide: bool,
+) -> None:
+    """The ascending runs ``src[lo:mid]`` and ``src[mid:hi]`` (of record indices, by their
+    ``packed`` values, or by their ``cols`` lexicographically when ``wide``) merged into
+    ``dst[lo:hi]``, the first run's first on ties."""
+    none = cols[:0]
+    i, j, k = lo, mid, lo
+    while i < mid and j < hi:
+        if wide:
+            second = _record_order(cols, none, src[j], cols, none, src[i]) < 0
+        else:
+            second = packed[src[j]] < packed[src[i]]
+        if second:
+            dst[k] = src[j]
+            j += 1
+        else:
+            dst[k] = src[i]
+            i += 1
+        k += 1
+    while i < mid:
+        dst[k] = src[i]
+        i += 1
+        k += 1
+    while j < hi:
+        dst[k] = src[j]
+        j += 1
+        k += 1
+
+
 @njit(cache=True, nogil=True)
 def _order_packed(
     packed: np.ndarray, m: int, perm: np.ndarray, buf: np.ndarray, starts: np.ndarray
@@ -132,6 +170,7 @@ def _order_packed(
     """The order of ``packed[:m]`` (a key's records, more than ``_SMALL_GROUP`` of them
     distinct), by merging its ascending runs (their starts go in ``starts``) two at a time.
     Returns the array (``perm`` or ``buf``) whose first ``m`` entries hold it."""
+    no_cols = np.empty((0, 0), np.int64)
     for i in range(m):
         perm[i] = i
     runs = 0
@@ -148,23 +187,7 @@ def _order_packed(
             hi = starts[r + 2] if r + 1 < runs else mid
             starts[w] = lo
             w += 1
-            i, j, k = lo, mid, lo
-            while i < mid and j < hi:
-                if packed[src[j]] < packed[src[i]]:
-                    dst[k] = src[j]
-                    j += 1
-                else:
-                    dst[k] = src[i]
-                    i += 1
-                k += 1
-            while i < mid:
-                dst[k] = src[i]
-                i += 1
-                k += 1
-            while j < hi:
-                dst[k] = src[j]
-                j += 1
-                k += 1
+            _merge_runs(src, dst, lo, mid, hi, packed, no_cols, False)
         starts[w] = m
         runs = w
         src, dst = dst, src
@@ -188,23 +211,7 @@ def _order_wide(cols: np.ndarray, m: int, perm: np.ndarray, ranks: np.ndarray) -
     while width < m:
         for lo in range(0, m, 2 * width):
             mid, hi = min(lo + width, m), min(lo + 2 * width, m)
-            i, j, k = lo, mid, lo
-            while i < mid and j < hi:
-                if _record_order(cols, none, src[j], cols, none, src[i]) < 0:
-                    dst[k] = src[j]
-                    j += 1
-                else:
-                    dst[k] = src[i]
-                    i += 1
-                k += 1
-            while i < mid:
-                dst[k] = src[i]
-                i += 1
-                k += 1
-            while j < hi:
-                dst[k] = src[j]
-                j += 1
-                k += 1
+            _merge_runs(src, dst, lo, mid, hi, ranks, cols, True)
         src, dst = dst, src
         in_perm = not in_perm
         width *= 2

@@ -163,6 +163,20 @@ def test_a_fresh_server_warms_up_in_a_child_that_ends_with_it(tmp_path: Path, ho
         served.stdout.close()
 
 
+def _marker(cache: Path) -> Path:
+    """The warm-up's marker file for the numba cache ``cache`` (as a server there sees it)."""
+    return Path(
+        subprocess.run(
+            [sys.executable, "-c", "from service.warmup import marker_path; print(marker_path())"],
+            cwd=ROOT,
+            env=_env(cache),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+
+
 def _state(pid: int) -> str:
     """A process's state letter (``Z``: ended, not reaped), or "" once it is gone."""
     try:
@@ -175,19 +189,8 @@ def test_a_warmup_child_that_ends_is_reaped_at_once(tmp_path: Path) -> None:
     """The lock held here (another server warming up, say) ends the child at once; the
     server reaps it then, not when it stops (audit 22 saw a zombie for the server's life)."""
     cache = tmp_path / "cache"
-    lock = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from service.warmup import marker_path; print(marker_path().with_name('warmup.lock'))",
-        ],
-        cwd=ROOT,
-        env=_env(cache),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    Path(lock).parent.mkdir(parents=True, exist_ok=True)
+    lock = _marker(cache).with_name("warmup.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         served = _serve(cache, tmp_path / "data")
@@ -214,16 +217,9 @@ def test_no_warmup_child_when_disabled_or_already_warm(tmp_path: Path, how: str)
     flags: tuple[str, ...] = ("--no-warmup",)
     if how == "marker":
         flags = ()
-        marker = subprocess.run(
-            [sys.executable, "-c", "from service.warmup import marker_path; print(marker_path())"],
-            cwd=ROOT,
-            env=_env(cache),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        Path(marker).parent.mkdir(parents=True, exist_ok=True)
-        Path(marker).write_text("done\n")
+        marker = _marker(cache)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("done\n")
     served = _serve(cache, tmp_path / "data", *flags)
     try:
         url = _url(served)
