@@ -27,6 +27,11 @@ from tests.service.server import ROOT
             "iterate_round_limit (DIFFLOW_ITERATE_ROUND_LIMIT) must be an integer, not 'abc'",
         ),
         ("LOAD_WORKERS", "0", "load_workers (DIFFLOW_LOAD_WORKERS) must be at least 1, not 0"),
+        (
+            "COMPLETION_ROWS_KEPT",
+            "-1",
+            "completion_rows_kept (DIFFLOW_COMPLETION_ROWS_KEPT) must be at least 0, not -1",
+        ),
         ("HEARTBEAT_S", "0", "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be"),
         ("WARMUP", "maybe", "warmup (DIFFLOW_WARMUP) must be true or false"),
         ("HEARTBEAT_S", "soon", "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a"),
