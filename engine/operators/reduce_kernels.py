@@ -36,7 +36,7 @@ from engine.operators.reduce_agg import (
     MIN_FLOAT,
     SUM,
 )
-from engine.operators.reduce_times import dominated_pairs, segment_bounds
+from engine.operators.reduce_times import dominated_sums, segment_bounds
 from engine.schema import ColumnType, decode, encode
 from engine.sort_kernels import consolidate_rows_order
 
@@ -77,12 +77,19 @@ def accumulate_at(
 ) -> Rows:
     """For every candidate, the accumulation of its key's history at its time:
     ``(candidate, vals, sum of diffs at times <= candidate time)``, sorted, no zeros."""
-    order = np.argsort(owner, kind="stable")
+    order = lex_order([owner, *vals])  # each key's records by value: equal values adjacent
     lo, hi = segment_bounds(owner[order], nkeys)
-    cand, pos = dominated_pairs(
-        cand_owner, np.ascontiguousarray(cand_times), lo, hi, order, np.ascontiguousarray(times)
+    cand, pos, sums = dominated_sums(
+        cand_owner,
+        np.ascontiguousarray(cand_times),
+        lo,
+        hi,
+        order,
+        np.ascontiguousarray(vals),
+        np.ascontiguousarray(times),
+        np.ascontiguousarray(diffs),
     )
-    return consolidate_rows(cand, np.take(vals, pos, axis=1), diffs[pos])
+    return cand, np.take(vals, pos, axis=1), sums
 
 
 def consolidate_rows(group: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Rows:

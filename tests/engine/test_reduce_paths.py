@@ -446,6 +446,50 @@ def test_scalar_accumulation_sweep_equals_pairwise_sums(
     assert np.array_equal(sweep[0], pairs[0]) and np.array_equal(sweep[1], pairs[1])
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(1, 4),
+    st.integers(0, 2),
+    st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 5), min_size=4, max_size=4)), max_size=25),
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.lists(st.integers(-2, 2), min_size=2, max_size=2),
+            st.lists(st.integers(0, 5), min_size=4, max_size=4),
+            st.integers(-2, 2),
+        ),
+        max_size=80,
+    ),
+)
+def test_accumulation_at_candidates_is_the_pairwise_sum(
+    d: int, nv: int, cands: list, hist: list
+) -> None:
+    """``accumulate_at`` (each key's records laid out once, read while their first coordinate
+    allows) gives, for every candidate and value, the sum over the records at or below the
+    candidate's time, sorted by (candidate, value), zero sums left out (the
+    ``(candidate, record)`` pairs summed directly)."""
+    from engine.operators.reduce_kernels import accumulate_at
+
+    nkeys = 4
+    cands = sorted({(o, tuple(t[:d])) for o, t in cands})
+    c_owner = np.asarray([o for o, _ in cands], dtype=np.int64)
+    c_times = np.asarray([t for _, t in cands], dtype=np.int64).reshape(len(cands), d).T
+    owner = np.asarray([o for o, _, _, _ in hist], dtype=np.int64)
+    vals = np.asarray([v[:nv] for _, v, _, _ in hist], dtype=np.int64).reshape(len(hist), nv).T
+    times = np.asarray([t[:d] for _, _, t, _ in hist], dtype=np.int64).reshape(len(hist), d).T
+    diffs = np.asarray([c for _, _, _, c in hist], dtype=np.int64)
+    want: dict = {}
+    for c, (o, ct) in enumerate(cands):
+        for i in range(owner.shape[0]):
+            if owner[i] == o and all(times[x, i] <= ct[x] for x in range(d)):
+                k = (c, *map(int, vals[:, i]))
+                want[k] = want.get(k, 0) + int(diffs[i])
+    want = {k: v for k, v in want.items() if v}
+    g, v, n = accumulate_at(c_owner, np.ascontiguousarray(c_times), nkeys, owner, vals, times, diffs)
+    got = [((int(g[i]), *map(int, v[:, i])), int(n[i])) for i in range(g.shape[0])]
+    assert got == sorted(want.items())
+
+
 def _new_times(new: list, slot: dict, d: int, r: int) -> tuple[np.ndarray, np.ndarray]:
     """The (key, first coordinate) new times as a step's ``owner`` (each key's slot among
     the sorted query keys) and ``(d, n)`` times, at round ``r`` when ``d == 2``, by owner."""
