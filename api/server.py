@@ -26,6 +26,20 @@ from service.warmup import start_background
 __all__ = ["main"]
 
 SUBSCRIBER_FLUSH_S = 0.3  # time for subscriptions to send their closed frames on shutdown
+_BAD_UTF8 = "Invalid UTF-8 sequence received from client."  # uvicorn's message (sans-io)
+
+
+class _ClientFaults(logging.Filter):
+    """A text frame that is not UTF-8 is the client's fault: uvicorn closes the socket with
+    1007 (invalid frame payload data), as it should, but logs an error with the decoder's
+    traceback; this makes it one warning line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() == _BAD_UTF8:
+            record.msg, record.args = "closed a WebSocket (1007): a text frame was not UTF-8", ()
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
 
 
 class _Server(uvicorn.Server):
@@ -109,9 +123,12 @@ def main(
         signal.signal(signal.SIGTERM, _exit_cleanly)
     # a fresh install compiles the engine's kernels in a child process while this one serves
     warmer = start_background() if settings.warmup else None
+    client_faults = _ClientFaults()
+    logging.getLogger("uvicorn.error").addFilter(client_faults)
     try:
         _Server(config, app).run()
     finally:
+        logging.getLogger("uvicorn.error").removeFilter(client_faults)
         if warmer is not None and warmer.poll() is None:
             warmer.terminate()
             warmer.wait()

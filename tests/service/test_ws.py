@@ -209,6 +209,40 @@ def test_a_peer_gone_before_its_error_frame_leaves_no_traceback(tmp_path) -> Non
         assert "Traceback" not in "".join(s.stderr)
 
 
+def test_a_text_frame_that_is_not_utf8_closes_with_1007_and_one_log_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Invalid UTF-8 in a text frame is the client's fault: the socket closes with 1007
+    (invalid frame payload data) and the server logs one warning, not a traceback."""
+    with running_server(tmp_path) as s:
+        with s.client() as c:
+            make_table(c, "t", [("a", "int")])
+        host, port = s.ws_url.removeprefix("ws://").split(":")
+        sock = socket.create_connection((host, int(port)), timeout=30)
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            f"GET /v1/tables/t/updates HTTP/1.1\r\nHost: {host}\r\n"
+            "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(1)
+        assert head.startswith(b"HTTP/1.1 101")
+        payload, mask = b'{"updates": [\xff]}', os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        sock.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)  # a masked text frame
+        frame = b""
+        while len(frame) < 4:
+            chunk = sock.recv(64)
+            assert chunk, "closed without a close frame"
+            frame += chunk
+        sock.close()
+        assert frame[0] == 0x88 and struct.unpack("!H", frame[2:4])[0] == 1007
+        time.sleep(0.5)
+        log = "".join(s.stderr)
+        assert "Traceback" not in log and "UnicodeDecodeError" not in log
+        assert "closed a WebSocket (1007): a text frame was not UTF-8" in log
+
+
 def test_subscribe_with_a_bad_flag_is_an_error_frame(
     server, client: httpx.Client, name: str
 ) -> None:  # type: ignore[no-untyped-def]
