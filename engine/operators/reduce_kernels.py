@@ -36,7 +36,7 @@ from engine.operators.reduce_agg import (
     MIN_FLOAT,
     SUM,
 )
-from engine.operators.reduce_times import dominated_sums, segment_bounds
+from engine.operators.reduce_times import dominated_sums
 from engine.schema import ColumnType, decode, encode
 from engine.sort_kernels import consolidate_rows_order
 
@@ -76,20 +76,30 @@ def accumulate_at(
     diffs: np.ndarray,
 ) -> Rows:
     """For every candidate, the accumulation of its key's history at its time:
-    ``(candidate, vals, sum of diffs at times <= candidate time)``, sorted, no zeros."""
-    order = lex_order([owner, *vals])  # each key's records by value: equal values adjacent
-    lo, hi = segment_bounds(owner[order], nkeys)
-    cand, pos, sums = dominated_sums(
+    ``(candidate, vals, sum of diffs at times <= candidate time)``, sorted, no zeros.
+    The records are numbered by (key, value) and grouped by (key, time) first, so that a
+    candidate visits each distinct time of its key once (``dominated_sums``)."""
+    n = owner.shape[0]
+    by_value = lex_order([owner, *vals])
+    firsts = group_starts([owner[by_value], *(v[by_value] for v in vals)], n)
+    value_of = np.empty(n, np.int64)
+    value_of[by_value] = np.cumsum(firsts) - 1  # ascending with (key, value)
+    holder = by_value[firsts]  # a record holding each value number
+    by_time = lex_order([owner, *times])
+    t_owner, t_times = owner[by_time], np.take(times, by_time, axis=1)
+    starts = np.flatnonzero(group_starts([t_owner, *t_times], n))
+    key_groups = np.searchsorted(t_owner[starts], np.arange(nkeys + 1, dtype=np.int64))
+    cand, value, sums = dominated_sums(
         cand_owner,
         np.ascontiguousarray(cand_times),
-        lo,
-        hi,
-        order,
-        np.ascontiguousarray(vals),
-        np.ascontiguousarray(times),
-        np.ascontiguousarray(diffs),
+        key_groups,
+        np.append(starts, n),
+        np.ascontiguousarray(t_times[:, starts]),
+        value_of[by_time],
+        np.ascontiguousarray(diffs[by_time]),
+        holder.shape[0],
     )
-    return cand, np.take(vals, pos, axis=1), sums
+    return cand, np.take(vals, holder[value], axis=1), sums
 
 
 def consolidate_rows(group: np.ndarray, vals: np.ndarray, counts: np.ndarray) -> Rows:

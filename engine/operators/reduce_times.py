@@ -67,115 +67,80 @@ def segment_bounds(owner: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarra
 def dominated_sums(
     cand_owner: np.ndarray,
     cand_times: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    order: np.ndarray,
-    vals: np.ndarray,
-    times: np.ndarray,
-    diffs: np.ndarray,
+    key_groups: np.ndarray,
+    time_starts: np.ndarray,
+    group_times: np.ndarray,
+    rec_value: np.ndarray,
+    rec_diff: np.ndarray,
+    nvalues: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For every candidate and every distinct value of its key's records, the sum of the
     diffs of those records whose time is ``<=`` the candidate's; zero sums left out.
-    Candidate ``c``'s key's records are ``order[lo[k]:hi[k]]`` for ``k = cand_owner[c]``,
-    in value order (equal values next to each other). Returns the candidates (ascending,
-    each one's values in the records' order), a record holding each value, and the sums.
 
-    Nothing per (candidate, record) pair is written: a key's pairs can outnumber its
-    records a thousandfold (65M for 35k candidates in one write of a four-dimensional
-    loop), and sorting them to sum by value took most of the time. Instead each key's
-    records are copied once, side by side and ordered by their first time coordinate, with
-    a dense number per distinct value; a candidate reads them only while that coordinate
-    is at most its own, sums into its values' slots, and writes the touched slots out in
-    value order."""
-    d, nv, nc = times.shape[0], vals.shape[0], cand_owner.shape[0]
-    width = 0
-    for k in range(lo.shape[0]):
-        width = max(width, hi[k] - lo[k])
-    rec_t = np.empty((width, d), np.int64)  # the key's records, by first coordinate
-    rec_v = np.empty(width, np.int64)  # their value numbers
-    rec_d = np.empty(width, np.int64)
-    first_of = np.empty(width, np.int64)  # a record holding each value number
-    by_t0 = np.empty(width, np.int64)
-    sums = np.zeros(width, np.int64)
-    seen = np.zeros(width, np.bool_)
-    touched = np.empty(width, np.int64)
-    vid = np.empty(width, np.int64)
+    The records come grouped by key and, within a key, by distinct time in lexicographic
+    order: key ``k``'s time groups are ``key_groups[k]:key_groups[k + 1]``, group ``g``
+    holds records ``time_starts[g]:time_starts[g + 1]`` at time ``group_times[:, g]``,
+    and a record has a value number (``rec_value``, ascending with the value within a key)
+    and a diff. Returns the candidates (ascending), the value numbers and the sums, each
+    candidate's values ascending.
+
+    Nothing per (candidate, record) pair is written or sorted (65.8M pairs for 35k
+    candidates in one write of a four-dimensional loop, which took most of its time): a
+    candidate tests each distinct time of its key once, stops at the first whose first
+    coordinate passes its own, sums the records of the times at or below it into slots by
+    value number, and writes the touched slots out in order."""
+    d, nc = cand_times.shape[0], cand_owner.shape[0]
+    sums = np.zeros(nvalues, np.int64)
+    seen = np.zeros(nvalues, np.bool_)
+    touched = np.empty(nvalues, np.int64)
     cap = 1024
     out_c = np.empty(cap, np.int64)
-    out_r = np.empty(cap, np.int64)
+    out_v = np.empty(cap, np.int64)
     out_s = np.empty(cap, np.int64)
     n = 0
-    key = -1
-    m = 0
     for c in range(nc):
-        if cand_owner[c] != key:  # lay the key's records out
-            key = cand_owner[c]
-            m = hi[key] - lo[key]
-            nvals = 0
-            for j in range(m):
-                r = order[lo[key] + j]
-                new_value = j == 0
-                if not new_value:
-                    prev = order[lo[key] + j - 1]
-                    for v in range(nv):
-                        if vals[v, r] != vals[v, prev]:
-                            new_value = True
-                            break
-                if new_value:
-                    first_of[nvals] = r
-                    nvals += 1
-                vid[j] = nvals - 1
-            t0 = np.empty(m, np.int64)
-            for j in range(m):
-                t0[j] = times[0, order[lo[key] + j]]
-            srt = np.argsort(t0, kind="mergesort")
-            for j in range(m):
-                by_t0[j] = srt[j]
-                r = order[lo[key] + srt[j]]
-                for x in range(d):
-                    rec_t[j, x] = times[x, r]
-                rec_v[j] = vid[srt[j]]
-                rec_d[j] = diffs[r]
+        k = cand_owner[c]
         nt = 0
-        for j in range(m):
-            if rec_t[j, 0] > cand_times[0, c]:
+        for g in range(key_groups[k], key_groups[k + 1]):
+            if group_times[0, g] > cand_times[0, c]:
                 break
             below = True
             for x in range(1, d):
-                if rec_t[j, x] > cand_times[x, c]:
+                if group_times[x, g] > cand_times[x, c]:
                     below = False
                     break
             if not below:
                 continue
-            w = rec_v[j]
-            sums[w] += rec_d[j]
-            if not seen[w]:
-                seen[w] = True
-                touched[nt] = w
-                nt += 1
+            for r in range(time_starts[g], time_starts[g + 1]):
+                w = rec_value[r]
+                sums[w] += rec_diff[r]
+                if not seen[w]:
+                    seen[w] = True
+                    touched[nt] = w
+                    nt += 1
         if nt == 0:
             continue
         if n + nt > cap:
             while n + nt > cap:
                 cap *= 2
             grown_c = np.empty(cap, np.int64)
-            grown_r = np.empty(cap, np.int64)
+            grown_v = np.empty(cap, np.int64)
             grown_s = np.empty(cap, np.int64)
             grown_c[:n] = out_c[:n]
-            grown_r[:n] = out_r[:n]
+            grown_v[:n] = out_v[:n]
             grown_s[:n] = out_s[:n]
-            out_c, out_r, out_s = grown_c, grown_r, grown_s
+            out_c, out_v, out_s = grown_c, grown_v, grown_s
         ws = np.sort(touched[:nt])
         for i in range(nt):
             w = ws[i]
             if sums[w] != 0:
                 out_c[n] = c
-                out_r[n] = first_of[w]
+                out_v[n] = w
                 out_s[n] = sums[w]
                 n += 1
             sums[w] = 0
             seen[w] = False
-    return out_c[:n].copy(), out_r[:n].copy(), out_s[:n].copy()
+    return out_c[:n].copy(), out_v[:n].copy(), out_s[:n].copy()
 
 
 def _distinct_coords(owner: np.ndarray, coords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
