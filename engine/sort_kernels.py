@@ -4,7 +4,9 @@
 record's columns into one 64-bit integer (value minus the column's minimum, the record
 index in the low bits) and radix sorting those by the bits above the index (``packed_sort``,
 ``radix_sort``);
-rows too wide for that take two passes (``_split_sort``). ``consolidate_rows_order`` sums
+rows too wide for that take two passes (``_split_sort``: the leading row apart), or an LSD
+sort (``_lsd_sort``: a packed tail, then the rows before it in 63-bit words, least
+significant first; a key hash, a float's bits and times). ``consolidate_rows_order`` sums
 the diffs of equal rows and drops zero sums, by the fastest path that applies: compiled
 merge sorts for few rows (``consolidate_order``), ``sort_rows``, or numpy's lexsort
 (``lexsort_consolidate``, also the reference the others are tested against).
@@ -276,18 +278,72 @@ def _split_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndar
     return order, np.zeros(n, np.uint64), rows[0][order]
 
 
+def _lsd_sort(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, None] | None:
+    """Rows too wide for :func:`_split_sort` (say a hash, a float's bits and times): the
+    longest tail of rows that packs with the record index sorted in one packed sort, then
+    the rows before it, least significant first, in words of at most 63 bits (a row whose
+    range needs 64 alone, as it is) by a stable sort each (an LSD sort: three passes for
+    those rows, where ``np.lexsort`` makes one per row). Returns ``(order, group, None)``
+    with ``group`` numbering the distinct rows in sorted order; None when no row but the
+    last packs with the index (nothing to gain over ``np.lexsort``)."""
+    n = rows[0].shape[0]
+    if n == 0 or any(col.dtype != np.int64 for col in rows):
+        return None
+    ib = max(1, (n - 1).bit_length())
+    spans = []
+    for col in rows:
+        lo, hi = _span(col)
+        spans.append((int(lo), (int(hi) - int(lo)).bit_length()))
+    tail, used = len(rows), ib
+    while tail > 0 and used + spans[tail - 1][1] <= 64:
+        tail -= 1
+        used += spans[tail][1]
+    if tail >= len(rows) - 1:
+        return None
+    packed = packed_sort(rows[tail:], truncate=False)
+    if packed is None:
+        return None
+    order = (packed[0] & np.uint64((1 << packed[1]) - 1)).view(np.int64)
+    j = tail  # rows[:j] are left, taken from the end in words
+    while j > 0:
+        i, bits = j - 1, spans[j - 1][1]
+        if bits < 64:
+            while i > 0 and bits + spans[i - 1][1] <= 63:
+                i -= 1
+                bits += spans[i][1]
+        if i == j - 1 and spans[i][1] >= 64:
+            word = rows[i][order]
+        else:
+            key = np.zeros(n, dtype=np.uint64)
+            shift = 0
+            for c in range(j - 1, i - 1, -1):
+                lo, b = spans[c]
+                if b:
+                    _pack_into(key, rows[c], lo, 0, shift)
+                    shift += b
+            word = key.view(np.int64)[order]
+        order = order[stable_argsort(word)]
+        j = i
+    changed = np.zeros(n, dtype=bool)
+    for col in rows:
+        s = col[order]
+        changed[1:] |= s[1:] != s[:-1]
+    return order, np.cumsum(changed, dtype=np.int64).view(np.uint64), None
+
+
 def sort_rows(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
     """The stable lexicographic order of ``rows`` (``rows[0]`` most significant) by packed
     integer sorts: ``(order, high, lead)`` where ``order`` is the permutation and two
     neighbours in sorted order are equal rows exactly when their ``high`` values are equal
-    and (when ``lead`` is not None) their ``lead`` values too. None when not even the
-    rows after the first fit in 64 bits (then only ``np.lexsort`` will do)."""
+    and (when ``lead`` is not None) their ``lead`` values too. None when the rows are too
+    wide for each of these (then only ``np.lexsort`` will do)."""
     packed = packed_sort(rows)
     if packed is not None:
         key, ib, lead = packed
         order = (key & np.uint64((1 << ib) - 1)).view(np.int64)
         return order, key >> np.uint64(ib), None if lead is None else lead[order]
-    return _split_sort(rows)
+    split = _split_sort(rows)
+    return split if split is not None else _lsd_sort(rows)
 
 
 def packed_order(rows: list[np.ndarray]) -> np.ndarray | None:

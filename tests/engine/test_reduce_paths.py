@@ -201,6 +201,65 @@ def test_packed_order_is_the_stable_lexicographic_order(rs: list, narrow: bool) 
         assert np.array_equal(got, np.lexsort(keys[::-1]))
 
 
+wide_values = st.sampled_from(["hash", "float", "narrow", "mid"])
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(wide_values, min_size=2, max_size=6),
+    st.integers(1, 400),
+    st.integers(1, 12),
+    st.integers(0, 2**32 - 1),
+)
+def test_rows_too_wide_to_pack_sort_as_numpys_lexsort(
+    kinds: list, n: int, pool: int, seed: int
+) -> None:
+    """The LSD sort (a packed tail, then words of the rows before it, least significant
+    first) gives numpy's stable lexicographic order and the same groups of equal rows, for
+    rows of hashes, float bits and narrow columns in any mix and order, with repeats."""
+    rng = np.random.default_rng(seed)
+    draw = {
+        "hash": lambda: rng.integers(-(2**63), 2**63 - 1, pool, dtype=np.int64),
+        "float": lambda: rng.standard_normal(pool).view(np.int64),
+        "narrow": lambda: rng.integers(0, 8, pool, dtype=np.int64),
+        "mid": lambda: rng.integers(-(2**30), 2**30, pool, dtype=np.int64),
+    }
+    rows = [rng.choice(draw[k](), n) for k in kinds]
+    diffs = rng.choice(np.array([-1, 1, 2], dtype=np.int64), n)
+    want = np.lexsort(rows[::-1])
+    lsd = sort_kernels._lsd_sort(rows)
+    if lsd is not None:
+        order, group, _ = lsd
+        assert np.array_equal(order, want)
+        s = np.stack(rows)[:, want]
+        changed = np.concatenate([[False], (s[:, 1:] != s[:, :-1]).any(axis=0)])
+        assert np.array_equal(group.view(np.int64), np.cumsum(changed))
+    saved = sort_kernels.PACKED_FROM
+    sort_kernels.PACKED_FROM = 0
+    try:
+        got = consolidate_rows_order(rows, diffs)
+    finally:
+        sort_kernels.PACKED_FROM = saved
+    ref = lexsort_consolidate(rows, diffs)
+    assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1])
+
+
+def test_a_hash_a_float_and_times_take_the_lsd_sort() -> None:
+    """The shape that needs it (an arrangement's rows: key hash, float value, times) is
+    sorted by it: neither one packed key nor the leading row apart fits."""
+    rng = np.random.default_rng(7)
+    n = 5000
+    rows = [
+        rng.choice(rng.integers(-(2**63), 2**63 - 1, 7), n),
+        rng.choice(rng.standard_normal(500), n).view(np.int64),
+        *(rng.integers(0, 3000, n) for _ in range(3)),
+        rng.integers(0, 7, n),
+    ]
+    assert sort_kernels.packed_sort(rows) is None and sort_kernels._split_sort(rows) is None
+    order, _, _ = sort_kernels.sort_rows(rows)
+    assert np.array_equal(order, np.lexsort(rows[::-1]))
+
+
 @given(
     st.lists(
         st.tuples(lead_values, st.integers(-(2**63), 2**63 - 1), st.integers(0, 3)),
