@@ -509,7 +509,10 @@ def test_scalar_accumulation_sweep_equals_pairwise_sums(
 @given(
     st.integers(1, 4),
     st.integers(0, 2),
-    st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 5), min_size=4, max_size=4)), max_size=25),
+    st.lists(
+        st.tuples(st.integers(0, 3), st.lists(st.integers(0, 5), min_size=4, max_size=4)),
+        max_size=25,
+    ),
     st.lists(
         st.tuples(
             st.integers(0, 3),
@@ -544,7 +547,9 @@ def test_accumulation_at_candidates_is_the_pairwise_sum(
                 k = (c, *map(int, vals[:, i]))
                 want[k] = want.get(k, 0) + int(diffs[i])
     want = {k: v for k, v in want.items() if v}
-    g, v, n = accumulate_at(c_owner, np.ascontiguousarray(c_times), nkeys, owner, vals, times, diffs)
+    g, v, n = accumulate_at(
+        c_owner, np.ascontiguousarray(c_times), nkeys, owner, vals, times, diffs
+    )
     got = [((int(g[i]), *map(int, v[:, i])), int(n[i])) for i in range(g.shape[0])]
     assert got == sorted(want.items())
 
