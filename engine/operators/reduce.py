@@ -57,18 +57,31 @@ PAIRS_PER_PART = 1 << 22
 def mobius(
     grid: Grid, cand: np.ndarray, vals: np.ndarray, e: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Differences whose accumulation over each key's grid equals ``e`` at every candidate."""
-    parts_c, parts_v, parts_d = [cand], [vals], [e]
-    for s in range(grid.neighbours.shape[0]):
-        nb = grid.neighbours[s][cand]
+    """Differences whose accumulation over each key's grid equals ``e`` at every candidate.
+
+    One dimension at a time: each row also goes, negated, to its candidate's forward
+    neighbour along that dimension, and equal rows are summed (those that cancel dropped)
+    before the next. That is the inclusion-exclusion over every set of dimensions at once
+    (the neighbour along a set is the neighbour along one of them, then the rest), since
+    a candidate's neighbour along a set of dimensions is one only when its neighbours along
+    the subsets are (candidates are closed downwards between a candidate and its
+    neighbours); but where the differences cancel, as they mostly do for a grid much finer
+    than the output's changes, each dimension's rows are far fewer than all sets' at once
+    (150 updates at 3-D times: 27M rows sorted once, against 6.8M and then a few)."""
+    d = grid.times.shape[0]
+    for j in range(d):
+        nb = grid.neighbours[(1 << j) - 1][cand]
         ok = nb >= 0
-        if ok.any():
-            parts_c.append(nb[ok])
-            parts_v.append(vals[:, ok])
-            parts_d.append(e[ok] * grid.signs[s])
-    return consolidate_rows(
-        np.concatenate(parts_c), np.concatenate(parts_v, axis=1), np.concatenate(parts_d)
-    )
+        if not ok.any():
+            continue
+        cand, vals, e = consolidate_rows(
+            np.concatenate([cand, nb[ok]]),
+            np.concatenate([vals, vals[:, ok]], axis=1),
+            np.concatenate([e, -e[ok]]),
+        )
+        if cand.shape[0] == 0:
+            break
+    return cand, vals, e
 
 
 class Reduce(Operator):
