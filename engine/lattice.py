@@ -85,7 +85,7 @@ def advance_by(times: np.ndarray, frontier: Antichain) -> np.ndarray:
 
 def time_tuples(times: np.ndarray) -> list[tuple[int, ...]]:
     """The columns of a ``(d, n)`` time array as tuples (for messages and tests)."""
-    return [tuple(int(x) for x in col) for col in times.T]
+    return list(zip(*times.tolist(), strict=True))
 
 
 class Antichain:

@@ -18,6 +18,7 @@ from engine.operators import Arrange, AsCollection, Reduce
 from engine.progress import meet_all
 from service.codec import decode_rows, frontier_to_wire, time_from_text, time_to_wire
 from service.errors import Conflict, Invalid, NotFound
+from service.gc_pause import collector_paused
 from service.history import frontier_join, history_frontier, latest_complete
 from service.ingest import TableShape
 from service.plan import NAME_RE, Domain, Sources, compile_plan
@@ -382,13 +383,13 @@ class Catalog:
         self.check_live(v)
         t = self.read_time(v, as_of)
         b = self.rows_at(v, t)
-        rows = decode_rows(b.data, v.schema, self.graph.interner)
+        with collector_paused():
+            rows = decode_rows(b.data, v.schema, self.graph.interner)
+            listed = [{"data": r, "count": c} for r, c in zip(rows, b.diffs.tolist(), strict=True)]
         return {
             "time": time_to_wire(t) if t is not None else None,
             "frontier": frontier_to_wire(v.frontier),
-            "rows": [
-                {"data": r, "count": int(c)} for r, c in zip(rows, b.diffs.tolist(), strict=True)
-            ],
+            "rows": listed,
         }
 
 

@@ -27,10 +27,12 @@ from typing import Any, TypeVar
 import numpy as np
 
 from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, consolidate
+from engine.consolidate import group_starts
 from engine.lattice import advance_by, time_tuples
 from service.catalog import Catalog
 from service.codec import count_total, decode_rows, frontier_to_wire, time_to_wire
 from service.errors import NotFound, ServiceError, Unavailable
+from service.gc_pause import collector_paused
 from service.ingest import TableShape, stage_write
 from service.metrics import Metrics
 from service.settings import Settings
@@ -463,10 +465,11 @@ class Runtime:
         if snapshot:
             t = self.catalog.read_time(v, None)
             b = self.catalog.rows_at(v, t)
-            rows = decode_rows(b.data, v.schema, self.interner)
-            updates = [
-                {"data": r, "diff": int(d)} for r, d in zip(rows, b.diffs.tolist(), strict=True)
-            ]
+            with collector_paused():
+                rows = decode_rows(b.data, v.schema, self.interner)
+                updates = [
+                    {"data": r, "diff": d} for r, d in zip(rows, b.diffs.tolist(), strict=True)
+                ]
             size = max(self.settings.snapshot_frame_rows, 1)
             chunks = [updates[i : i + size] for i in range(0, len(updates), size)] or [[]]
             head = {"time": time_to_wire(t) if t is not None else None}
@@ -505,35 +508,50 @@ class Runtime:
             v.subscribers.discard(sub)
 
 
+def _time_groups(b: UpdateBatch) -> tuple[UpdateBatch, list[tuple[int, ...]], list[int]]:
+    """``b`` sorted by time (lexicographic: a linear extension), its distinct times as
+    tuples, and the bounds of their runs (one more than the times)."""
+    b = b.take(np.lexsort(b.times[::-1]))
+    starts = np.flatnonzero(group_starts(list(b.times), len(b)))
+    return b, time_tuples(b.times[:, starts]), [*starts.tolist(), len(b)]
+
+
 def _by_time(
     batch: UpdateBatch, v: ViewState, interner: Any
 ) -> list[tuple[Any, list[dict[str, Any]]]]:
     """Updates grouped by time, times in lexicographic order (a linear extension)."""
     if not len(batch):
         return []
-    order = np.lexsort(batch.times[::-1])
-    b = batch.take(order)
-    rows = decode_rows(b.data, v.schema, interner)
+    b, keys, bounds = _time_groups(batch)
     diffs = b.diffs.tolist()
-    keys = time_tuples(b.times)
-    out: list[tuple[Any, list[dict[str, Any]]]] = []
-    current = None
-    for key, row, d in zip(keys, rows, diffs, strict=True):
-        if key != current:
-            out.append((time_to_wire(key), []))
-            current = key
-        out[-1][1].append({"data": row, "diff": d})
-    return out
+    with collector_paused():
+        rows = decode_rows(b.data, v.schema, interner)
+        return [
+            (
+                time_to_wire(k),
+                [{"data": r, "diff": d} for r, d in zip(rows[lo:hi], diffs[lo:hi], strict=True)],
+            )
+            for k, lo, hi in zip(keys, bounds[:-1], bounds[1:], strict=True)
+        ]
 
 
 def _outputs_by_time(v: ViewState, interner: Any) -> dict[tuple[int, ...], list[dict[str, Any]]]:
     """The view's final outputs not yet handed to writes, consolidated and grouped by time
-    (decoded once, however many writes ask)."""
+    (decoded once, however many writes ask; the changes at one time share its wire time)."""
     if not v.final_history:
         return {}
     b = consolidate(UpdateBatch.concat(v.final_history, len(v.schema), v.domain.dims))
+    if not len(b):
+        return {}
+    b, keys, bounds = _time_groups(b)
+    diffs = b.diffs.tolist()
     out: dict[tuple[int, ...], list[dict[str, Any]]] = {}
-    rows = decode_rows(b.data, v.schema, interner)
-    for row, t, d in zip(rows, time_tuples(b.times), b.diffs.tolist(), strict=True):
-        out.setdefault(t, []).append({"data": row, "time": time_to_wire(t), "diff": int(d)})
+    with collector_paused():
+        rows = decode_rows(b.data, v.schema, interner)
+        for key, lo, hi in zip(keys, bounds[:-1], bounds[1:], strict=True):
+            wire = time_to_wire(key)
+            out[key] = [
+                {"data": r, "time": wire, "diff": d}
+                for r, d in zip(rows[lo:hi], diffs[lo:hi], strict=True)
+            ]
     return out
