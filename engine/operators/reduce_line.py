@@ -3,7 +3,7 @@
 The same computation as ``reduce_times.candidate_line`` (its numpy reference), in one
 compiled pass: per key, the candidate first coordinates are the distinct first coordinates
 of its history and new times at or above its least new one whose point is complete; each
-candidate's forward neighbour is the next candidate of the key; pending times are the grid
+candidate's predecessor is the key's candidate before it; pending times are the grid
 ceilings of ``join(n, f)`` for new times ``n`` and frontier elements ``f``.
 """
 
@@ -55,7 +55,7 @@ def line_candidates(
     r: int,
     felems: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(candidate owner, candidate first coordinate, forward neighbour, pending owner,
+    """(candidate owner, candidate first coordinate, predecessor, pending owner,
     pending first coordinate, pending second coordinate) — second coordinates are ``r`` for
     candidates; for ``d == 1`` the pending second coordinate is unused."""
     nn = new_owner.shape[0]
@@ -110,10 +110,10 @@ def line_candidates(
             c_t0[j] = v[i]
             c_pos[j] = i
             j += 1
-    nb = np.full(nc, -1, np.int64)
+    pred = np.full(nc, -1, np.int64)
     for j in range(nc - 1):
         if c_owner[j + 1] == c_owner[j] and c_pos[j + 1] == c_pos[j] + 1:
-            nb[j] = j + 1
+            pred[j + 1] = j
     # pending: ceil_grid(join(n, f))
     ne = felems.shape[0]
     p_o = np.empty(nn * ne, np.int64)
@@ -158,7 +158,7 @@ def line_candidates(
             b = order[i - 1]
             keep[a] = p_o[a] != p_o[b] or p_0[a] != p_0[b] or p_1[a] != p_1[b]
     sel = order[keep[order]]
-    return c_owner, c_t0, nb, p_o[sel], p_0[sel], p_1[sel]
+    return c_owner, c_t0, pred, p_o[sel], p_0[sel], p_1[sel]
 
 
 @njit(cache=True, nogil=True)
@@ -191,7 +191,7 @@ def line_grid(
     felems: np.ndarray,
 ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`line_candidates` for ``(d, n)`` times, with the shape check and the grid's
-    arrays assembled: (applies, candidate owner, candidate times ``(d, C)``, neighbours
+    arrays assembled: (applies, candidate owner, candidate times ``(d, C)``, predecessors
     ``(2**d - 1, C)``, pending owner, pending times ``(d, P)``). It applies to one
     dimensional times, and to two when every new time has the same iteration ``r`` and the
     frontier holds ``(0, r + 1)`` (a loop round)."""
@@ -201,7 +201,7 @@ def line_grid(
     r = pinned_round(new_times, felems)
     if r < 0:
         return False, z1, z2, z2, z1, z2
-    c_owner, c_t0, nb, p_o, p_0, p_1 = line_candidates(
+    c_owner, c_t0, pred, p_o, p_0, p_1 = line_candidates(
         nkeys,
         new_owner,
         new_times[0].copy(),
@@ -216,11 +216,11 @@ def line_grid(
     nc, npend = c_owner.shape[0], p_o.shape[0]
     times = np.empty((d, nc), np.int64)
     times[0] = c_t0
-    neighbours = np.full(((1 << d) - 1, nc), -1, np.int64)
-    neighbours[0] = nb
+    preds = np.full(((1 << d) - 1, nc), -1, np.int64)
+    preds[0] = pred
     p_times = np.empty((d, npend), np.int64)
     p_times[0] = p_0
     if d == 2:
         times[1] = r
         p_times[1] = p_1
-    return True, c_owner, times, neighbours, p_o, p_times
+    return True, c_owner, times, preds, p_o, p_times

@@ -3,7 +3,7 @@
 For each candidate time ``c`` of key ``k`` the input accumulation is one number (the row's
 count at ``c``), the desired output is 1 if it reaches ``at_least`` and 0 otherwise, and the
 output accumulation is one number; ``E = desired - output`` and the Möbius inversion over the
-candidate grid (``Grid.neighbours``/``signs``) gives the output differences. This is the
+candidate grid (``Grid.preds``/``signs``) gives the output differences. This is the
 general algorithm of ``engine.operators.reduce`` specialised to scalars, for any number of
 time coordinates; tests compare the two.
 """
@@ -121,7 +121,7 @@ def scalar_differences(
     nkeys: int,
     c_owner: np.ndarray,
     c_times: np.ndarray,
-    neighbours: np.ndarray,
+    preds: np.ndarray,
     signs: np.ndarray,
     in_owner: np.ndarray,
     in_times: np.ndarray,
@@ -136,16 +136,15 @@ def scalar_differences(
     acc_in = _accumulate(in_owner, in_times, in_diffs, c_owner, c_times, nkeys, pairs_up_to)
     acc_out = _accumulate(out_owner, out_times, out_diffs, c_owner, c_times, nkeys, pairs_up_to)
     n = c_owner.shape[0]
-    diff = np.zeros(n, np.int64)
+    e = np.empty(n, np.int64)
     for i in range(n):
-        e = (1 if acc_in[i] >= at_least else 0) - acc_out[i]
-        if e == 0:
-            continue
-        diff[i] += e
-        for s in range(neighbours.shape[0]):
-            nb = neighbours[s, i]
-            if nb >= 0:
-                diff[nb] += signs[s] * e
+        e[i] = (1 if acc_in[i] >= at_least else 0) - acc_out[i]
+    diff = e.copy()
+    for s in range(preds.shape[0]):
+        for i in range(n):
+            p = preds[s, i]
+            if p >= 0:
+                diff[i] += signs[s] * e[p]
     m = 0
     for i in range(n):
         if diff[i] != 0:

@@ -48,7 +48,7 @@ __all__ = [
 class Grid:
     owner: np.ndarray  # (C,) key index of each candidate
     times: np.ndarray  # (d, C) candidate times, sorted by (owner, time)
-    neighbours: np.ndarray  # (2**d - 1, C) candidate index of c + e_S, or -1
+    preds: np.ndarray  # (2**d - 1, C) the candidate holding c - e_S's accumulation, or -1
     signs: np.ndarray  # (2**d - 1,) (-1)**|S|
     pending_owner: np.ndarray  # (P,)
     pending_times: np.ndarray  # (d, P)
@@ -234,6 +234,78 @@ def _at_or_beyond_new(
     return ge
 
 
+@njit(cache=True, nogil=True)
+def _floors(
+    g_first: np.ndarray,
+    sizes: np.ndarray,
+    tl: np.ndarray,
+    ln: np.ndarray,
+    strides: np.ndarray,
+    values: np.ndarray,
+    v_off: np.ndarray,
+    lo: np.ndarray,
+    mins: np.ndarray,
+    owner: np.ndarray,
+    times: np.ndarray,
+) -> np.ndarray:
+    """Each grid point's *floor*: the join of its key's times (history and new) at or below
+    it, as a grid index, or -1 where none is. Each time marks the point of its coordinates
+    raised to the key's least new ones (on the grid: the lists hold every coordinate at or
+    above those), then a running maximum along each dimension of each key's box carries
+    every mark's coordinates to the points above it; a point's coordinates are then the
+    greatest of the marks below it in each dimension, which is the join. Raising the
+    coordinates changes no floor that is at or beyond a new time, the only ones read as
+    such (a point's raised floor is still at or below it)."""
+    d = times.shape[0]
+    total = g_first[-1] + sizes[-1] if g_first.shape[0] else 0
+    f = np.full((d, total), -1, np.int64)  # per point, per dimension: the floor's position
+    pos = np.empty(d, np.int64)
+    for i in range(owner.shape[0]):
+        k = owner[i]
+        flat = g_first[k]
+        inside = True
+        for j in range(d):
+            start = v_off[j] + lo[j, k]
+            a, b = start, start + ln[j, k]
+            x = max(times[j, i], mins[j, k])
+            while a < b:  # the position of x in the key's coordinates
+                m = (a + b) // 2
+                if values[m] < x:
+                    a = m + 1
+                else:
+                    b = m
+            pos[j] = a - start
+            if pos[j] >= tl[j, k]:
+                inside = False  # beyond the complete box: below no grid point
+                break
+            flat += pos[j] * strides[j, k]
+        if inside:
+            for j in range(d):
+                f[j, flat] = max(f[j, flat], pos[j])
+    for k in range(g_first.shape[0]):
+        base, size = g_first[k], sizes[k]
+        for j in range(d):
+            st, n = strides[j, k], tl[j, k]
+            if n <= 1:
+                continue
+            for c in range(st, size):  # cells with a predecessor along j
+                if (c // st) % n == 0:
+                    continue
+                a, b = base + c, base + c - st
+                if f[0, b] >= 0:  # a point's positions are all -1 or none is
+                    for x in range(d):
+                        f[x, a] = max(f[x, a], f[x, b])
+    out = np.full(total, -1, np.int64)
+    for k in range(g_first.shape[0]):
+        for a in range(g_first[k], g_first[k] + sizes[k]):
+            if f[0, a] >= 0:
+                flat = g_first[k]
+                for j in range(d):
+                    flat += f[j, a] * strides[j, k]
+                out[a] = flat
+    return out
+
+
 def candidate_grid(
     nkeys: int,
     new_owner: np.ndarray,
@@ -289,31 +361,49 @@ def candidate_grid(
         strides[j] = stride
         stride = stride * tl
 
-    # candidates: complete and >= some new time of the key
+    # candidates: complete, at or beyond some new time of the key, and their own floor
     mask = frontier.complete(g_times) if not frontier.is_empty else np.ones(total, bool)
-    if d == 1:
+    floor = np.arange(total, dtype=np.int64)
+    if d == 1:  # every point is a time of the key: its own floor
         mask &= g_times[0] >= mins[0][g_owner]
     elif total:
         values = np.concatenate([v for _, v, _, _, _ in lists])
         v_off = np.cumsum([0] + [v.shape[0] for _, v, _, _, _ in lists[:-1]]).astype(np.int64)
+        tls = np.stack([tl for _, _, _, _, tl in lists])
+        los = np.stack([lo for _, _, lo, _, _ in lists])
         mask &= _at_or_beyond_new(
             total,
             g_first,
             sizes,
-            np.stack([tl for _, _, _, _, tl in lists]),
+            tls,
             strides,
             values,
             v_off,
-            np.stack([lo for _, _, lo, _, _ in lists]),
+            los,
             new_owner,
             np.ascontiguousarray(new_times),
         )
+        floor = _floors(
+            g_first,
+            sizes,
+            tls,
+            np.stack([ln for _, _, _, ln, _ in lists]),
+            strides,
+            values,
+            v_off,
+            los,
+            np.ascontiguousarray(mins),
+            all_owner,
+            np.ascontiguousarray(np.concatenate([hist_times, new_times], axis=1)),
+        )
+        mask &= floor == np.arange(total, dtype=np.int64)
     cand = np.flatnonzero(mask)
     index_of = np.full(total, -1, dtype=np.int64)
     index_of[cand] = np.arange(cand.shape[0], dtype=np.int64)
 
+    # predecessors: the candidate holding the accumulation at c - e_S (its floor), if any
     nsub = (1 << d) - 1
-    neighbours = np.full((nsub, cand.shape[0]), -1, dtype=np.int64)
+    preds = np.full((nsub, cand.shape[0]), -1, dtype=np.int64)
     signs = np.empty(nsub, dtype=np.int64)
     c_owner = g_owner[cand]
     for s in range(1, nsub + 1):
@@ -322,12 +412,11 @@ def candidate_grid(
         ok = np.ones(cand.shape[0], dtype=bool)
         flat = cand.copy()
         for j in dims_in:
-            tl_o = lists[j][4][c_owner]
-            ok &= g_idx[j][cand] + 1 < tl_o
-            flat += strides[j][c_owner]
+            ok &= g_idx[j][cand] > 0
+            flat -= strides[j][c_owner]
         flat[~ok] = 0
-        nb = np.where(ok, index_of[flat] if total else -1, -1)
-        neighbours[s - 1] = nb
+        below = floor[flat] if total else flat
+        preds[s - 1] = np.where(ok & (below >= 0), index_of[np.maximum(below, 0)], -1)
 
     # pending: ceil_grid(join(n, f)) for every new time n and frontier element f
     p_owner_parts, p_times_parts = [], []
@@ -348,7 +437,7 @@ def candidate_grid(
             p_times_parts.append(ceil[:, ok])
     po, pt = _distinct_pending(p_owner_parts, p_times_parts, d)
 
-    return Grid(c_owner, g_times[:, cand], neighbours, signs, po, pt)
+    return Grid(c_owner, g_times[:, cand], preds, signs, po, pt)
 
 
 def _pinned_round(new_times: np.ndarray, frontier: Antichain) -> int | None:
@@ -394,15 +483,15 @@ def candidate_line(
     points = v[None, :] if d == 1 else np.stack([v, np.full(v.shape[0], r, dtype=np.int64)])
     cand = np.flatnonzero(frontier.complete(points))
     c_owner = o[cand]
-    nb = np.full(cand.shape[0], -1, dtype=np.int64)
+    pred = np.full(cand.shape[0], -1, dtype=np.int64)
     if cand.shape[0] > 1:
         nxt = (c_owner[1:] == c_owner[:-1]) & (cand[1:] == cand[:-1] + 1)
-        nb[:-1][nxt] = np.flatnonzero(nxt) + 1
+        pred[1:][nxt] = np.flatnonzero(nxt)
     if d == 1:
-        neighbours, signs = nb[None, :], np.array([-1], dtype=np.int64)
+        preds, signs = pred[None, :], np.array([-1], dtype=np.int64)
     else:
         none = np.full(cand.shape[0], -1, dtype=np.int64)
-        neighbours, signs = np.stack([nb, none, none]), np.array([-1, -1, 1], dtype=np.int64)
+        preds, signs = np.stack([pred, none, none]), np.array([-1, -1, 1], dtype=np.int64)
     p_owner, p_times = [], []
     _, hi = segment_bounds(o, nkeys)
     for f in frontier.elements:
@@ -422,7 +511,7 @@ def candidate_line(
             outer = v[np.minimum(pos, max(v.shape[0] - 1, 0))][ok]
             p_times.append(outer[None, :] if d == 1 else np.stack([outer, iters[ok]]))
     po, pt = _distinct_pending(p_owner, p_times, d)
-    return Grid(c_owner, points[:, cand], neighbours, signs, po, pt)
+    return Grid(c_owner, points[:, cand], preds, signs, po, pt)
 
 
 # Keys averaging more records than this: numpy's global sorts beat the compiled line's
@@ -448,7 +537,7 @@ def compiled_line(
     d = new_times.shape[0]
     if d > 2:
         return None
-    ok, c_owner, times, neighbours, p_o, p_times = line_grid(
+    ok, c_owner, times, preds, p_o, p_times = line_grid(
         nkeys,
         new_owner,
         np.ascontiguousarray(new_times),
@@ -458,7 +547,7 @@ def compiled_line(
     )
     if not ok:
         return None
-    return Grid(c_owner, times, neighbours, _LINE_SIGNS[d], p_o, p_times)
+    return Grid(c_owner, times, preds, _LINE_SIGNS[d], p_o, p_times)
 
 
 def candidates(
