@@ -278,10 +278,8 @@ def _grid_points(
                 if f[0, b] >= 0:  # a point's positions are all -1 or none is
                     for x in range(d):
                         f[x, a] = max(f[x, a], f[x, b])
-    index_of = np.full(total, -1, np.int64)
+    index_of = np.full(total, -1, np.int64)  # marked 0 first, numbered after the count
     nc = 0
-    cand = np.empty(total, np.int64)
-    c_owner = np.empty(total, np.int64)
     for k in range(nkeys):
         base = g_first[k]
         for c in range(sizes[k]):
@@ -308,10 +306,18 @@ def _grid_points(
                     break
             if beyond:
                 continue
-            index_of[a] = nc
-            cand[nc] = a
-            c_owner[nc] = k
+            index_of[a] = 0
             nc += 1
+    cand = np.empty(nc, np.int64)
+    c_owner = np.empty(nc, np.int64)
+    i = 0
+    for k in range(nkeys):
+        for a in range(g_first[k], g_first[k] + sizes[k]):
+            if index_of[a] == 0:
+                index_of[a] = i
+                cand[i] = a
+                c_owner[i] = k
+                i += 1
     times = np.empty((d, nc), np.int64)
     nsub = (1 << d) - 1
     preds = np.full((nsub, nc), -1, np.int64)
@@ -335,7 +341,7 @@ def _grid_points(
             for j in range(d):
                 below += f[j, q] * strides[j, k]
             preds[s - 1, i] = index_of[below]
-    return c_owner[:nc].copy(), times, preds
+    return c_owner, times, preds
 
 
 def candidate_grid(
