@@ -41,7 +41,7 @@ from engine.operators.reduce_kernels import (
 from engine.operators.reduce_scalar import scalar_differences
 from engine.operators.reduce_set import set_step
 from engine.operators.reduce_step import Pending, StepResult, joined, run_step
-from engine.operators.reduce_times import Grid, candidates
+from engine.operators.reduce_times import Grid, candidates, predecessor_sums
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch
 
@@ -58,33 +58,37 @@ def mobius(
     grid: Grid, cand: np.ndarray, vals: np.ndarray, e: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Differences whose accumulation over each key's grid equals ``e`` at every candidate
-    (rows sorted by candidate, as ``consolidate_rows`` leaves them).
+    (rows sorted by candidate, as ``consolidate_rows`` leaves them); the result is sorted
+    by (candidate, values), without zeros.
 
     The difference at ``c`` is the inclusion-exclusion of the corrections at ``c - e_S``
     over every set ``S`` of dimensions; the correction there is the one at its floor (the
     join of the key's times at or below it), which is the candidate ``grid.preds`` names,
-    or none. Each candidate's rows go to it, and for each ``S`` its predecessor's rows
-    with the sign of ``S``; equal rows are summed and those that cancel dropped."""
-    nc = len(grid)
-    lo = np.searchsorted(cand, np.arange(nc, dtype=np.int64), "left")
-    count = np.searchsorted(cand, np.arange(nc, dtype=np.int64), "right") - lo
-    parts_c, parts_r, parts_e = [cand], [np.arange(cand.shape[0], dtype=np.int64)], [e]
-    for s in range(grid.preds.shape[0]):
-        p = grid.preds[s]
-        to = np.flatnonzero(p >= 0)
-        src = p[to]
-        k = count[src]
-        n = int(k.sum())
-        if n == 0:
-            continue
-        # the rows of each source, in order: its first row, then one more per step
-        first = np.repeat(lo[src] - (np.cumsum(k) - k), k)
-        rows = first + np.arange(n, dtype=np.int64)
-        parts_c.append(np.repeat(to, k))
-        parts_r.append(rows)
-        parts_e.append(grid.signs[s] * e[rows])
-    rows = np.concatenate(parts_r)
-    return consolidate_rows(np.concatenate(parts_c), vals[:, rows], np.concatenate(parts_e))
+    or none. The rows' values are numbered, and a compiled pass sums, per candidate, its
+    rows and its predecessors' by sign into slots by value (``predecessor_sums``)."""
+    n = cand.shape[0]
+    if n == 0:
+        return cand, vals, e
+    if vals.shape[0]:
+        by_value = lex_order(list(vals))
+        firsts = group_starts([v[by_value] for v in vals], n)
+        value = np.empty(n, np.int64)
+        value[by_value] = np.cumsum(firsts) - 1
+        holder = by_value[firsts]  # a row holding each value number
+    else:
+        value, holder = np.zeros(n, np.int64), np.zeros(1, np.int64)
+    keys = np.arange(len(grid), dtype=np.int64)
+    lo = np.searchsorted(cand, keys, "left")
+    c, v, sums = predecessor_sums(
+        lo,
+        np.searchsorted(cand, keys, "right") - lo,
+        value,
+        e,
+        grid.preds,
+        grid.signs,
+        holder.shape[0],
+    )
+    return c, np.take(vals, holder[v], axis=1), sums
 
 
 class Reduce(Operator):

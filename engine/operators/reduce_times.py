@@ -45,6 +45,7 @@ __all__ = [
     "candidates",
     "compiled_line",
     "dominated_sums",
+    "predecessor_sums",
     "segment_bounds",
 ]
 
@@ -186,6 +187,69 @@ def _distinct_pending(
     po, pt = po[order], pt[:, order]
     starts = group_starts([po, *pt], po.shape[0])
     return po[starts], pt[:, starts]
+
+
+@njit(cache=True, nogil=True)
+def predecessor_sums(
+    lo: np.ndarray,
+    count: np.ndarray,
+    rec_value: np.ndarray,
+    rec_diff: np.ndarray,
+    preds: np.ndarray,
+    signs: np.ndarray,
+    nvalues: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every candidate ``c`` and value: its rows' diffs plus, for each set ``S``, the
+    rows of ``preds[S, c]`` times ``signs[S]``; zero sums left out. Candidate ``c``'s rows
+    are ``lo[c]:lo[c] + count[c]``, each with a value number (``rec_value``, ascending with
+    the value) and a diff. Returns the candidates (ascending), the value numbers (ascending
+    within a candidate) and the sums: no sort of all the rows, each summed into a slot."""
+    nc = lo.shape[0]
+    sums = np.zeros(nvalues, np.int64)
+    seen = np.zeros(nvalues, np.bool_)
+    touched = np.empty(nvalues, np.int64)
+    cap = 1024
+    out_c = np.empty(cap, np.int64)
+    out_v = np.empty(cap, np.int64)
+    out_s = np.empty(cap, np.int64)
+    n = 0
+    for c in range(nc):
+        nt = 0
+        for s in range(-1, preds.shape[0]):
+            src = c if s < 0 else preds[s, c]
+            if src < 0:
+                continue
+            sign = 1 if s < 0 else signs[s]
+            for r in range(lo[src], lo[src] + count[src]):
+                w = rec_value[r]
+                sums[w] += sign * rec_diff[r]
+                if not seen[w]:
+                    seen[w] = True
+                    touched[nt] = w
+                    nt += 1
+        if nt == 0:
+            continue
+        if n + nt > cap:
+            while n + nt > cap:
+                cap *= 2
+            grown_c = np.empty(cap, np.int64)
+            grown_v = np.empty(cap, np.int64)
+            grown_s = np.empty(cap, np.int64)
+            grown_c[:n] = out_c[:n]
+            grown_v[:n] = out_v[:n]
+            grown_s[:n] = out_s[:n]
+            out_c, out_v, out_s = grown_c, grown_v, grown_s
+        ws = np.sort(touched[:nt])
+        for i in range(nt):
+            w = ws[i]
+            if sums[w] != 0:
+                out_c[n] = c
+                out_v[n] = w
+                out_s[n] = sums[w]
+                n += 1
+            sums[w] = 0
+            seen[w] = False
+    return out_c[:n].copy(), out_v[:n].copy(), out_s[:n].copy()
 
 
 @njit(cache=True, nogil=True)
