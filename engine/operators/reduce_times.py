@@ -36,6 +36,7 @@ from engine.consolidate import group_starts, lex_order
 from engine.lattice import Antichain
 from engine.operators.reduce_line import line_grid
 from engine.sort_kernels import COMPILED_BELOW
+from engine.trace.seek import bisect_at_least
 
 __all__ = [
     "LINE_RECORDS_PER_KEY",
@@ -70,6 +71,39 @@ def segment_bounds(owner: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarra
 
 
 @njit(cache=True, nogil=True)
+def _flush_slots(
+    c: int,
+    nt: int,
+    touched: np.ndarray,
+    sums: np.ndarray,
+    seen: np.ndarray,
+    out: np.ndarray,
+    n: int,
+) -> tuple[np.ndarray, int]:
+    """Candidate ``c``'s ``nt`` touched value slots, ascending, appended to ``out`` (rows:
+    candidate, value number, sum; from column ``n``, grown when full) where their sum is not
+    zero, and the slots cleared. Returns ``out`` and its new length."""
+    if n + nt > out.shape[1]:
+        cap = out.shape[1]
+        while n + nt > cap:
+            cap *= 2
+        grown = np.empty((3, cap), np.int64)
+        grown[:, :n] = out[:, :n]
+        out = grown
+    ws = np.sort(touched[:nt])
+    for i in range(nt):
+        w = ws[i]
+        if sums[w] != 0:
+            out[0, n] = c
+            out[1, n] = w
+            out[2, n] = sums[w]
+            n += 1
+        sums[w] = 0
+        seen[w] = False
+    return out, n
+
+
+@njit(cache=True, nogil=True)
 def dominated_sums(
     cand_owner: np.ndarray,
     cand_times: np.ndarray,
@@ -99,10 +133,7 @@ def dominated_sums(
     sums = np.zeros(nvalues, np.int64)
     seen = np.zeros(nvalues, np.bool_)
     touched = np.empty(nvalues, np.int64)
-    cap = 1024
-    out_c = np.empty(cap, np.int64)
-    out_v = np.empty(cap, np.int64)
-    out_s = np.empty(cap, np.int64)
+    out = np.empty((3, 1024), np.int64)  # rows: candidate, value number, sum
     n = 0
     for c in range(nc):
         k = cand_owner[c]
@@ -124,29 +155,9 @@ def dominated_sums(
                     seen[w] = True
                     touched[nt] = w
                     nt += 1
-        if nt == 0:
-            continue
-        if n + nt > cap:
-            while n + nt > cap:
-                cap *= 2
-            grown_c = np.empty(cap, np.int64)
-            grown_v = np.empty(cap, np.int64)
-            grown_s = np.empty(cap, np.int64)
-            grown_c[:n] = out_c[:n]
-            grown_v[:n] = out_v[:n]
-            grown_s[:n] = out_s[:n]
-            out_c, out_v, out_s = grown_c, grown_v, grown_s
-        ws = np.sort(touched[:nt])
-        for i in range(nt):
-            w = ws[i]
-            if sums[w] != 0:
-                out_c[n] = c
-                out_v[n] = w
-                out_s[n] = sums[w]
-                n += 1
-            sums[w] = 0
-            seen[w] = False
-    return out_c[:n].copy(), out_v[:n].copy(), out_s[:n].copy()
+        if nt:
+            out, n = _flush_slots(c, nt, touched, sums, seen, out, n)
+    return out[0, :n].copy(), out[1, :n].copy(), out[2, :n].copy()
 
 
 def _distinct_coords(owner: np.ndarray, coords: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -208,10 +219,7 @@ def predecessor_sums(
     sums = np.zeros(nvalues, np.int64)
     seen = np.zeros(nvalues, np.bool_)
     touched = np.empty(nvalues, np.int64)
-    cap = 1024
-    out_c = np.empty(cap, np.int64)
-    out_v = np.empty(cap, np.int64)
-    out_s = np.empty(cap, np.int64)
+    out = np.empty((3, 1024), np.int64)  # rows: candidate, value number, sum
     n = 0
     for c in range(nc):
         nt = 0
@@ -227,42 +235,9 @@ def predecessor_sums(
                     seen[w] = True
                     touched[nt] = w
                     nt += 1
-        if nt == 0:
-            continue
-        if n + nt > cap:
-            while n + nt > cap:
-                cap *= 2
-            grown_c = np.empty(cap, np.int64)
-            grown_v = np.empty(cap, np.int64)
-            grown_s = np.empty(cap, np.int64)
-            grown_c[:n] = out_c[:n]
-            grown_v[:n] = out_v[:n]
-            grown_s[:n] = out_s[:n]
-            out_c, out_v, out_s = grown_c, grown_v, grown_s
-        ws = np.sort(touched[:nt])
-        for i in range(nt):
-            w = ws[i]
-            if sums[w] != 0:
-                out_c[n] = c
-                out_v[n] = w
-                out_s[n] = sums[w]
-                n += 1
-            sums[w] = 0
-            seen[w] = False
-    return out_c[:n].copy(), out_v[:n].copy(), out_s[:n].copy()
-
-
-@njit(cache=True, nogil=True)
-def _position(values: np.ndarray, start: int, n: int, x: int) -> int:
-    """The position in ``values[start:start + n]`` (ascending) of the first value ``>= x``."""
-    a, b = start, start + n
-    while a < b:
-        m = (a + b) // 2
-        if values[m] < x:
-            a = m + 1
-        else:
-            b = m
-    return a - start
+        if nt:
+            out, n = _flush_slots(c, nt, touched, sums, seen, out, n)
+    return out[0, :n].copy(), out[1, :n].copy(), out[2, :n].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -306,9 +281,9 @@ def _grid_points(
         flat = g_first[k]
         inside = True
         for j in range(d):
-            pos[j] = _position(
-                values, v_off[j] + lo[j, k], ln[j, k], max(all_times[j, i], mins[j, k])
-            )
+            start = v_off[j] + lo[j, k]  # the key's coordinates in dimension j
+            x = max(all_times[j, i], mins[j, k])
+            pos[j] = bisect_at_least(values, x, start, start + ln[j, k]) - start
             if pos[j] >= tl[j, k]:
                 inside = False  # beyond the complete box: below no point of it
                 break
@@ -321,7 +296,8 @@ def _grid_points(
         flat = g_first[k]
         inside = True
         for j in range(d):
-            p = _position(values, v_off[j] + lo[j, k], tl[j, k], new_times[j, i])
+            start = v_off[j] + lo[j, k]
+            p = bisect_at_least(values, new_times[j, i], start, start + tl[j, k]) - start
             if p >= tl[j, k]:
                 inside = False  # not complete: nothing complete is above it
                 break

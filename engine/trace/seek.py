@@ -29,6 +29,7 @@ __all__ = [
     "ROW_WIDTH",
     "batch_arrays",
     "batch_records",
+    "bisect_at_least",
     "gather_spine",
     "join_spine",
     "prefetch",
@@ -74,7 +75,7 @@ _AHEAD = 8  # queries ahead whose memory is asked for
 
 
 @njit(cache=True, nogil=True)
-def _bisect(codes: np.ndarray, code: int, lo: int, hi: int) -> int:
+def bisect_at_least(codes: np.ndarray, code: int, lo: int, hi: int) -> int:
     """First position in ``lo:hi`` whose code is ``>= code`` (``hi`` if none)."""
     while lo < hi:
         mid = (lo + hi) // 2
@@ -100,7 +101,7 @@ def _lower_bound(codes: np.ndarray, code: int, base: int) -> int:
         lo += step
         step *= 2
     hi = min(lo + step, m)  # codes[hi] >= code, or hi == m
-    return _bisect(codes, code, lo + 1, hi)
+    return bisect_at_least(codes, code, lo + 1, hi)
 
 
 @njit(cache=True, nogil=True)
@@ -237,7 +238,7 @@ def _radix_lower_bound(codes: np.ndarray, code: int, first: np.ndarray, shift: i
     if code > codes[m - 1]:
         return m
     b = _bucket(codes, code, shift)
-    return _bisect(codes, code, first[b], first[b + 1])
+    return bisect_at_least(codes, code, first[b], first[b + 1])
 
 
 # C-contiguous int64 arrays only: anything else does not match and raises TypeError
