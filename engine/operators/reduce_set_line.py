@@ -9,7 +9,12 @@ distinct and ascending, each with its changes to the sums (each batch's run come
 by first coordinate, so most are appended). Accumulating that list gives the input and
 output accumulations at each distinct first coordinate, then the differences and the
 pending times. The general pieces sort the gathered records by owner for the grid, and
-again for each accumulation."""
+again for each accumulation.
+
+In a loop round, a key's records at later rounds are kept too: its pending time at the
+round element goes to the first later round where its output would change if no more
+input came (``_first_change``), not to its next round with records, where most such
+visits of a ``distinct`` find nothing to change (a second path to a node reached)."""
 
 from __future__ import annotations
 
@@ -46,6 +51,78 @@ def most_records(
                 m += o_hi[b, k] - o_lo[b, k]
         count[k] = m
     return count
+
+
+@njit(cache=True, nogil=True)
+def _first_change(
+    v: np.ndarray,
+    L: int,
+    acc_in: np.ndarray,
+    acc_out: np.ndarray,
+    diff: np.ndarray,
+    lt0: np.ndarray,
+    lt1: np.ndarray,
+    lx: np.ndarray,
+    lside: np.ndarray,
+    nl: int,
+    d_in: np.ndarray,
+    d_out: np.ndarray,
+    complete_below: int,
+    at_least: int,
+) -> int:
+    """The first later round at which a key's output would change if no more input came:
+    its ``nl`` records at rounds after this one (first coordinates ``lt0``, rounds ``lt1``,
+    diffs ``lx``, ``lside`` 0 for the input, 1 for the output) are added round by round to
+    the accumulations at its points ``v[:L]`` (after this round's differences ``diff``),
+    and the round where a complete point's output no longer matches its input is the
+    answer (``_INF``: none). Its pending time goes there, not to its next round with
+    records: a visit at a round where nothing changes emits nothing, and any input that
+    arrives for the key before that round makes a visit of its own, which checks ahead
+    again from there. Uses ``acc_out`` and the zeroed scratch ``d_in``/``d_out`` (left
+    zeroed)."""
+    run = 0
+    for j in range(L):
+        run += diff[j]
+        acc_out[j] += run
+    for i in range(1, nl):  # by round (few records: insertion)
+        a0, a1, ax, a_s = lt0[i], lt1[i], lx[i], lside[i]
+        j = i
+        while j > 0 and lt1[j - 1] > a1:
+            lt0[j], lt1[j], lx[j], lside[j] = lt0[j - 1], lt1[j - 1], lx[j - 1], lside[j - 1]
+            j -= 1
+        lt0[j], lt1[j], lx[j], lside[j] = a0, a1, ax, a_s
+    i = 0
+    while i < nl:
+        rnd = lt1[i]
+        first = L
+        while i < nl and lt1[i] == rnd:
+            at, upto = 0, L  # the first point at or above the record's coordinate
+            while at < upto:
+                mid = (at + upto) >> 1
+                if v[mid] < lt0[i]:
+                    at = mid + 1
+                else:
+                    upto = mid
+            if at < L:
+                if lside[i] == 0:
+                    d_in[at] += lx[i]
+                else:
+                    d_out[at] += lx[i]
+                first = min(first, at)
+            i += 1
+        s_in = s_out = 0
+        changed = False
+        for j in range(first, L):
+            s_in += d_in[j]
+            s_out += d_out[j]
+            d_in[j] = d_out[j] = 0
+            acc_in[j] += s_in
+            acc_out[j] += s_out
+            if v[j] < complete_below and (1 if acc_in[j] >= at_least else 0) != acc_out[j]:
+                changed = True
+        if changed:
+            return rnd
+    return _INF
 
 
 @njit(cache=True, nogil=True)
@@ -98,6 +175,18 @@ def line_set_differences(
     far = False
     for e in range(ne):
         far = far or (d == 2 and q1[e] > r + 1)
+    # the round element (0, r + 1): a key's pending time there is checked ahead instead
+    # (``_first_change``), from its records at later rounds, kept here per key
+    bump = -1
+    for e in range(ne):
+        if d == 2 and not far and felems[e, 1] == r + 1:
+            bump = e
+    lt0 = np.empty(most if bump >= 0 else 0, np.int64)
+    lt1 = np.empty_like(lt0)
+    lx = np.empty_like(lt0)
+    lside = np.empty_like(lt0)
+    d_in = np.zeros(most if bump >= 0 else 0, np.int64)
+    d_out = np.zeros_like(d_in)
     total = count.sum()
     r_owner = np.empty(total, np.int64)
     r_t0 = np.empty(total, np.int64)
@@ -125,7 +214,7 @@ def line_set_differences(
         # ascending, by insertion: each batch's run comes sorted) with the changes to the
         # sums there, accumulated after
         base_in = base_out = 0
-        L = 0
+        L = nl = 0
         for side in range(2):
             table = in_table if side == 0 else out_table
             lo = i_lo if side == 0 else o_lo
@@ -138,6 +227,14 @@ def line_set_differences(
                     t1 = times[1, rec] if d == 2 else 0
                     if t1 > r:
                         later = min(later, t1)
+                        if bump >= 0:
+                            lt0[nl], lt1[nl], lx[nl], lside[nl] = (
+                                times[0, rec],
+                                t1,
+                                diffs[rec],
+                                side,
+                            )
+                            nl += 1
                         if far:
                             for e in range(ne):
                                 if t1 >= q1[e] and t1 < best[e]:
@@ -197,6 +294,23 @@ def line_set_differences(
             if diff[j] != 0:
                 r_owner[nr], r_t0[nr], r_diff[nr] = k, v[j], diff[j]
                 nr += 1
+        if bump >= 0 and nl:
+            best[bump] = _first_change(
+                v,
+                L,
+                acc_in,
+                acc_out,
+                diff,
+                lt0,
+                lt1,
+                lx,
+                lside,
+                nl,
+                d_in,
+                d_out,
+                complete_below,
+                at_least,
+            )
         ng = pending_ceilings(
             k, n_lo[k], n_lo[k + 1], n_times, felems, best, v, L, pend0, pend1, g_owner, g_times, ng
         )

@@ -602,7 +602,10 @@ def test_key_by_key_set_step_equals_the_grid_and_sweep(
     """``reduce_set_line`` (one pass per key) gives the same output differences and pending
     times as the driver's ``line_grid`` and ``scalar_differences`` over gathered histories:
     one- and two-dimensional times (a loop round ``r``), frontiers of one or two elements,
-    and keys with up to 120 records (past the insertion sort)."""
+    and keys with up to 120 records (past the insertion sort). Except at the round element
+    ``(0, r + 1)``: there a key's pending times go to the first later round at which its
+    output would change if no more input came (``_first_change_rounds``, in plain Python),
+    not to its next round with records."""
     from engine.hashing import key_codes
     from engine.operators.reduce_line import line_grid
     from engine.operators.reduce_scalar import scalar_differences
@@ -686,8 +689,65 @@ def test_key_by_key_set_step_equals_the_grid_and_sweep(
     assert got[0].tolist() == c_owner[c].tolist()
     assert got[1].tolist() == c_times[0, c].tolist()
     assert got[2].tolist() == diffs.tolist()
-    assert got[3].tolist() == g_owner.tolist()
-    assert got[4].tolist() == g_times.tolist()
+    expected = list(zip(g_owner.tolist(), *g_times.tolist(), strict=True))
+    if d == 2:
+        outputs = list(
+            zip(c_owner[c].tolist(), c_times[0, c].tolist(), diffs.tolist(), strict=True)
+        )
+        first = _first_change_rounds(
+            [(o, t0, t1, x) for o, (t0, t1), x in zip(i_owner, i_times.T, i_diffs, strict=True)],
+            [(o, t0, t1, x) for o, (t0, t1), x in zip(o_owner, o_times.T, o_diffs, strict=True)],
+            outputs,
+            owner.tolist(),
+            n_times[0].tolist(),
+            r,
+            fe,
+            at_least,
+        )
+        expected = [p for p in expected if p[2] <= r]  # the other element's, at round r
+        expected += [
+            (k, t0, first[k])
+            for k, t0 in set(zip(owner.tolist(), n_times[0].tolist(), strict=True))
+            if k in first
+        ]
+    assert sorted(zip(got[3].tolist(), *got[4].tolist(), strict=True)) == sorted(expected)
+
+
+def _first_change_rounds(
+    ins: list,
+    outs: list,
+    outputs: list,
+    owner: list,
+    new_t0: list,
+    r: int,
+    fe: np.ndarray,
+    at_least: int,
+) -> dict[int, int]:
+    """Per key with new times at round ``r``: the first round after ``r`` among its records'
+    at which some complete point at or above its least new time has an output (its output
+    records and this round's ``outputs``) that differs from ``1 if input >= at_least``, the
+    accumulations taken over records at or below the point; keys with none are absent."""
+    complete_below = min([int(e0) for e0, e1 in fe.tolist() if e1 <= r], default=2**63)
+    found = {}
+    for k in sorted(set(owner)):
+        least = min(t for o, t in zip(owner, new_t0, strict=True) if o == k)
+        kin = [(t0, t1, x) for o, t0, t1, x in ins if o == k]
+        kout = [(t0, t1, x) for o, t0, t1, x in outs if o == k]
+        kout += [(t0, r, x) for o, t0, x in outputs if o == k]
+        points = {t for o, t in zip(owner, new_t0, strict=True) if o == k}
+        points |= {t0 for t0, _, _ in kin + kout if t0 > least}
+        for j in sorted({t1 for _, t1, _ in kin + kout if t1 > r}):
+            for p in sorted(points):
+                if p >= complete_below:
+                    continue
+                acc_in = sum(x for t0, t1, x in kin if t0 <= p and t1 <= j)
+                acc_out = sum(x for t0, t1, x in kout if t0 <= p and t1 <= j)
+                if (1 if acc_in >= at_least else 0) != acc_out:
+                    found[k] = j
+                    break
+            if k in found:
+                break
+    return found
 
 
 def _reduces(operators: list) -> list:
