@@ -462,7 +462,7 @@ def agg_step(
     zk = np.zeros((kk, 0), np.int64)
     zt = np.zeros((d, 0), np.int64)
     owner, n_times, k_codes, k_keys, w_codes, w_keys, w_times, nw = walk_new_times(
-        d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, felems, exact
+        d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, felems, exact, -1
     )
     nn, nkeys = owner.shape[0], k_codes.shape[0]
     r = pinned_round(n_times, felems) if nn else 0

@@ -54,8 +54,14 @@ def set_step(
     z1 = np.zeros(0, np.int64)
     zk = np.zeros((kk, 0), np.int64)
     zt = np.zeros((d, 0), np.int64)
+    # at a loop round r (an element (0, r + 1)), a later round's input is taken now, and
+    # its key's later rounds are checked ahead (``reduce_set_line``)
+    early = -1
+    for e in range(felems.shape[0]):
+        if d_times.shape[0] == 2 and felems[e, 0] == 0 and felems[e, 1] >= 1:
+            early = felems[e, 1] - 1
     owner, n_times, k_codes, k_keys, w_codes, w_keys, w_times, nw = walk_new_times(
-        d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, felems, exact
+        d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, felems, exact, early
     )
     nn, nkeys = owner.shape[0], k_codes.shape[0]
     r = pinned_round(n_times, felems) if nn else 0

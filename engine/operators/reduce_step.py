@@ -89,12 +89,17 @@ def walk_new_times(
     p_times: np.ndarray,
     felems: np.ndarray,
     exact: bool,
+    early: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The delta's keys (codes, keys, offsets and record times) and the pending triples,
     walked together in trace order at frontier ``felems``: (owner, new times, key codes, key
     keys, waiting codes, keys and times, number waiting). The keys with new times come out
     distinct and sorted, each new time knowing its key (``owner``, ascending); the waiting
-    triples come in trace order, in arrays longer than their number."""
+    triples come in trace order, in arrays longer than their number. With ``early = r >=
+    0`` (two-dimensional times at a loop round ``r``, whose frontier holds ``(0, r + 1)``),
+    a delta record that waits for that element alone, a later round's input, is a new time
+    at round ``r`` instead (``reduce_set_line`` then checks its key's later rounds ahead);
+    pending triples wait as ever."""
     kk, d = d_keys.shape[0], d_times.shape[0]
     nd, n_pend = d_codes.shape[0], p_codes.shape[0]
     cap = d_times.shape[1] + n_pend
@@ -122,7 +127,7 @@ def walk_new_times(
             for c in range(kk):
                 k_keys[c, nkeys] = d_keys[c, j]
             for rec in range(d_offsets[j], d_offsets[j + 1]):
-                waits = False  # frontier_reaches, in place
+                waits = bump = False  # frontier_reaches, in place
                 for e in range(ne):
                     le = True
                     for c in range(d):
@@ -130,9 +135,17 @@ def walk_new_times(
                             le = False
                             break
                     if le:
-                        waits = True
-                        break
-                if waits:
+                        if early >= 0 and felems[e, 0] == 0 and felems[e, 1] == early + 1:
+                            bump = True
+                        else:
+                            waits = True
+                            break
+                if bump and not waits:
+                    owner[nn] = nkeys
+                    n_times[0, nn] = d_times[0, rec]
+                    n_times[1, nn] = early
+                    nn += 1
+                elif waits:
                     w_codes[nw] = d_codes[j]
                     for c in range(kk):
                         w_keys[c, nw] = d_keys[c, j]

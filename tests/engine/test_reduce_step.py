@@ -40,11 +40,15 @@ history = st.dictionaries(st.sampled_from(KEYS), st.sets(time_, min_size=1, max_
 frontier = st.lists(time_, max_size=3)
 
 
-@given(history, history, frontier, st.booleans())
+@given(history, history, frontier, st.booleans(), st.booleans())
 def test_walk_splits_delta_and_pending_into_new_and_waiting_times(
-    delta: dict, pending: dict, elems: list, exact: bool
+    delta: dict, pending: dict, elems: list, exact: bool, take_early: bool
 ) -> None:
+    """With ``early`` (an element ``(0, r + 1)``, a loop round's), a delta record waiting
+    for that element alone is a new time at ``(t0, r)``; pending triples wait as ever."""
     f = Antichain(elems, 2)  # empty: closed, every time complete
+    bumps = [e for e in f.elements.tolist() if e[0] == 0 and e[1] >= 1]
+    early = bumps[0][1] - 1 if take_early and bumps else -1
     keys = sorted(delta, key=lambda k: _order(k, exact))
     d_codes, d_keys, _ = _triples(keys, [(0, 0)] * len(keys), exact)
     d_offsets = np.cumsum([0] + [len(delta[k]) for k in keys]).astype(np.int64)
@@ -54,11 +58,21 @@ def test_walk_splits_delta_and_pending_into_new_and_waiting_times(
     )
     p_codes, p_keys, p_times = _triples([k for k, _ in p_list], [t for _, t in p_list], exact)
     owner, n_times, k_codes, k_keys, w_codes, w_keys, w_times, nw = walk_new_times(
-        d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, f.elements, exact
+        d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, f.elements, exact, early
     )
-    every = [(k, t) for k in keys for t in sorted(delta[k])] + p_list
-    ready = [x for x in every if not f.less_equal_time(np.array(x[1]))]
-    waiting = [x for x in every if f.less_equal_time(np.array(x[1]))]
+    others = Antichain([e for e in f.elements.tolist() if early < 0 or e != [0, early + 1]], 2)
+
+    def ready_as(x: tuple, from_delta: bool) -> tuple | None:
+        if not f.less_equal_time(np.array(x[1])):
+            return x
+        if from_delta and early >= 0 and not others.less_equal_time(np.array(x[1])):
+            return (x[0], (x[1][0], early))  # a later round's input, taken now
+        return None
+
+    every = [(k, t, True) for k in keys for t in sorted(delta[k])]
+    every += [(k, t, False) for k, t in p_list]
+    ready = [y for k, t, dl in every if (y := ready_as((k, t), dl)) is not None]
+    waiting = [(k, t) for k, t, dl in every if ready_as((k, t), dl) is None]
     # keys with new times: distinct, in trace order; each new time with its key
     expected_keys = sorted({k for k, _ in ready}, key=lambda k: _order(k, exact))
     assert [tuple(map(int, k_keys[:, i])) for i in range(k_codes.shape[0])] == expected_keys
