@@ -36,6 +36,7 @@ from engine.operators.reduce_step import (
 )
 from engine.sort_kernels import finish_run
 from engine.trace.seek import batch_arrays, prefetch, prefetch_records, record_ranges
+from engine.wrapping import wrapping_add
 
 __all__ = [
     "COUNT",
@@ -335,7 +336,7 @@ def line_agg_differences(
             _take_row(in_vals, in_t0, in_t1, in_x, in_runs, heads, nri, row, v, L, nc, r, acc)
             s = 0
             for j in range(nc):
-                s += acc[j]
+                s = wrapping_add(s, acc[j])
                 if s <= 0:
                     continue
                 for a in range(na):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.wrapping import wrapping_add
+
 __all__ = ["group_by_owner", "scalar_differences"]
 
 
@@ -85,7 +87,7 @@ def _accumulate(
                 for p in range(h0, h1):
                     rec = order[p]
                     if _leq(times, rec, c_times, i):
-                        s += diffs[rec]
+                        s = wrapping_add(s, diffs[rec])
                 acc[i] = s
             continue
         rt = np.empty(h1 - h0, np.int64)
@@ -110,7 +112,7 @@ def _accumulate(
         for i in c_sorted:
             t = c_times[0, i]
             while p < m and rt[r_sorted[p]] <= t:
-                s += rd[r_sorted[p]]
+                s = wrapping_add(s, rd[r_sorted[p]])
                 p += 1
             acc[i] = s
     return acc

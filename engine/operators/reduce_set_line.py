@@ -23,6 +23,7 @@ from numba import njit
 
 from engine.operators.reduce_step import pending_ceilings
 from engine.trace.seek import batch_records, prefetch_records, record_ranges
+from engine.wrapping import wrapping_add
 
 __all__ = ["line_set_differences", "most_records"]
 
@@ -82,8 +83,8 @@ def _first_change(
     zeroed)."""
     run = 0
     for j in range(L):
-        run += diff[j]
-        acc_out[j] += run
+        run = wrapping_add(run, diff[j])
+        acc_out[j] = wrapping_add(acc_out[j], run)
     for i in range(1, nl):  # by round (few records: insertion)
         a0, a1, ax, a_s = lt0[i], lt1[i], lx[i], lside[i]
         j = i
@@ -113,11 +114,11 @@ def _first_change(
         s_in = s_out = 0
         changed = False
         for j in range(first, L):
-            s_in += d_in[j]
-            s_out += d_out[j]
+            s_in = wrapping_add(s_in, d_in[j])
+            s_out = wrapping_add(s_out, d_out[j])
             d_in[j] = d_out[j] = 0
-            acc_in[j] += s_in
-            acc_out[j] += s_out
+            acc_in[j] = wrapping_add(acc_in[j], s_in)
+            acc_out[j] = wrapping_add(acc_out[j], s_out)
             if v[j] < complete_below and (1 if acc_in[j] >= at_least else 0) != acc_out[j]:
                 changed = True
         if changed:
@@ -243,9 +244,9 @@ def line_set_differences(
                     x = diffs[rec] if t1 <= r else 0
                     if t0 <= least:
                         if side == 0:
-                            base_in += x
+                            base_in = wrapping_add(base_in, x)
                         else:
-                            base_out += x
+                            base_out = wrapping_add(base_out, x)
                         continue
                     j = L
                     while j > 0 and v[j - 1] > t0:
@@ -275,8 +276,8 @@ def line_set_differences(
                 L += 1
         s_in, s_out = base_in, base_out
         for j in range(L):
-            s_in += acc_in[j]
-            s_out += acc_out[j]
+            s_in = wrapping_add(s_in, acc_in[j])
+            s_out = wrapping_add(s_out, acc_out[j])
             acc_in[j], acc_out[j] = s_in, s_out
             diff[j] = 0
         # the differences: each complete point's error, less its complete successor's

@@ -464,3 +464,34 @@ def test_float_keys_order_floats_as_numpy(values: list) -> None:
     for i in range(len(values)):
         for j in range(len(values)):
             assert (keys[i] < keys[j]) == (ranks[i] < ranks[j])
+
+
+@pytest.mark.parametrize("one_call", [True, False])
+@pytest.mark.parametrize("build", ["count", "distinct", "threshold"])
+def test_a_count_that_wraps_past_2_63_within_one_step_is_not_positive(
+    build: str, one_call: bool
+) -> None:
+    """A row's count goes 3 * 2**61 at time 0, then 2**63 at time 1, which wraps to -2**63
+    (counts wrap at 64 bits): not positive, so the row is absent at time 1, with both times
+    in one step. The compiled steps once tested the sign of the unwrapped sum (numba adds
+    int64 with LLVM's no-signed-wrap flag) and kept the row."""
+    g = Graph()
+    handle, rows = g.new_input([("k", "int")])
+    if build == "count":
+        out = rows.reduce(["k"], {"n": ("count", None)})
+    else:
+        out = rows.distinct() if build == "distinct" else rows.threshold(2)
+    cap = out.capture()
+    if not one_call:
+        _general_steps(_reduces(g.scope.operators), one_call=False)
+    handle.send_rows([(1,)] * 3, 0, 2**61)
+    handle.send_rows([(1,)], 1, 2**61)
+    handle.advance_to(2)
+    g.step()
+    got = _outputs(cap.drain())
+    at_1 = Counter()
+    for (row, (t,)), d in got.items():
+        at_1[row] += d if t <= 1 else 0
+    first = (1, 3 * 2**61) if build == "count" else (1,)
+    assert +at_1 == Counter() and not -at_1
+    assert got[(first, (0,))] == 1  # present at time 0
