@@ -139,11 +139,14 @@ def line_set_differences(
     exact: bool,
     at_least: int,
     r: int,
+    ahead: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For keys with new times (``owner`` ascending, times ``(d, n)`` all at round ``r``
     when ``d == 2``) against the input and output spines at frontier ``felems``: (output
     owner, output first coordinates, output differences, pending owner, pending times
-    ``(d, P)``), both by key, then time, ascending. The output's times are at round ``r``."""
+    ``(d, P)``), both by key, then time, ascending. The output's times are at round ``r``.
+    With ``ahead``, a pending time at the round element goes to the key's first later round
+    where its output would change (``_first_change``)."""
     d = n_times.shape[0]
     ne = felems.shape[0]
     i_lo, i_hi, _ = record_ranges(k_codes, k_keys, in_table, exact)
@@ -180,7 +183,7 @@ def line_set_differences(
     # (``_first_change``), from its records at later rounds, kept here per key
     bump = -1
     for e in range(ne):
-        if d == 2 and not far and felems[e, 1] == r + 1:
+        if ahead and d == 2 and not far and felems[e, 1] == r + 1:
             bump = e
     lt0 = np.empty(most if bump >= 0 else 0, np.int64)
     lt1 = np.empty_like(lt0)
