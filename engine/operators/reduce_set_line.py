@@ -92,18 +92,13 @@ def _first_change(
             lt0[j], lt1[j], lx[j], lside[j] = lt0[j - 1], lt1[j - 1], lx[j - 1], lside[j - 1]
             j -= 1
         lt0[j], lt1[j], lx[j], lside[j] = a0, a1, ax, a_s
+    points = v[:L]
     i = 0
     while i < nl:
         rnd = lt1[i]
         first = L
         while i < nl and lt1[i] == rnd:
-            at, upto = 0, L  # the first point at or above the record's coordinate
-            while at < upto:
-                mid = (at + upto) >> 1
-                if v[mid] < lt0[i]:
-                    at = mid + 1
-                else:
-                    upto = mid
+            at = np.searchsorted(points, lt0[i])  # the first point at or above the record's
             if at < L:
                 if lside[i] == 0:
                     d_in[at] += lx[i]
