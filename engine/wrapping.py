@@ -17,4 +17,4 @@ __all__ = ["wrapping_add"]
 
 @njit(cache=True, nogil=True, inline="always")
 def wrapping_add(a: int, b: int) -> int:
-    return np.int64(np.uint64(a) + np.uint64(b))
+    return int(np.int64(np.uint64(a) + np.uint64(b)))
