@@ -126,7 +126,8 @@ class Reduce(Operator):
         self.one_call: Callable[..., StepResult] | None = None
         self.one_call_args: tuple = ()
         if at_least is not None and not self.in_layout.val_cols and not layout.val_cols:
-            self.one_call, self.one_call_args = set_step, (exact, at_least, layout.key_index)
+            self.one_call = set_step
+            self.one_call_args = (exact, at_least, layout.key_index, scope.is_loop)
         elif plan is not None:
             self.one_call = agg_step
             self.one_call_args = (

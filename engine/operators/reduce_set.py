@@ -47,6 +47,7 @@ def set_step(
     exact: bool,
     at_least: int,
     columns: np.ndarray,
+    in_loop: bool,
 ) -> StepResult:
     """One reduce step: the input delta (a trace batch's codes, keys, offsets and times)
     and the pending (code, key, time) triples in, against the input and output spines
@@ -55,14 +56,17 @@ def set_step(
     the output batch's codes, keys, offsets, vals (none), times and diffs and its rows; the
     output is differences at distinct times, already in trace order, and its rows are its
     keys expanded per record, key column ``j`` as row ``columns[j]``. When it does not
-    apply, everything after the flag is empty and nothing has been decided."""
+    apply, everything after the flag is empty and nothing has been decided. ``in_loop``:
+    the operator is in a loop, where a frontier element ``(0, r + 1)`` is a round's (outside
+    one, a two-dimensional frontier holding ``(0, 1)`` says that row 0 is final, and its
+    traces forget it)."""
     kk, d = d_keys.shape[0], d_times.shape[0]
     z1 = np.zeros(0, np.int64)
     zk = np.zeros((kk, 0), np.int64)
     zt = np.zeros((d, 0), np.int64)
     # a small step at a loop round r (an element (0, r + 1)) takes a later round's input
     # now, and checks its keys' later rounds ahead (``reduce_set_line``)
-    ahead = d == 2 and d_times.shape[1] <= AHEAD_UP_TO
+    ahead = in_loop and d == 2 and d_times.shape[1] <= AHEAD_UP_TO
     early = -1
     for e in range(felems.shape[0]):
         if ahead and felems[e, 0] == 0 and felems[e, 1] >= 1:

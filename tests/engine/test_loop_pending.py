@@ -82,3 +82,32 @@ def _present_from(changes: list, edge: tuple[int, int], t: int) -> bool:
     """Whether ``edge`` is present at ``t`` and at every later time it changes at."""
     times = {t} | {tc for tc, e, _ in changes if e == edge and tc > t}
     return all(sum(d for tc, e, d in changes if e == edge and tc <= u) >= 1 for u in times)
+
+
+def test_outside_a_loop_a_two_dimensional_frontier_is_not_a_round() -> None:
+    """Outside a loop, frontier ``[(0, 1)]`` says row 0 is final and the traces forget it
+    (a record at ``(2, 0)`` is compacted to ``(2, 1)``): an update at ``(2, 4)`` must not be
+    taken as a new time at ``(2, 0)``, which once retracted a row there (audit 29)."""
+    from engine import Graph
+
+    g = Graph()
+    h, rows = g.new_input([("a", "int"), ("b", "int")], dims=2)
+    cap = rows.distinct().capture()
+    writes = [
+        ((2, 0), (0, 1), 1), ((1, 8), (2, 0), 1), ((0, 5), (0, 0), 1), ((3, 5), (3, 0), -1),
+        ((0, 7), (2, 3), -1), ((3, 2), (2, 1), 1), ((2, 9), (3, 2), 1), ((1, 9), (1, 2), 1),
+        ((1, 8), (2, 4), 1),
+    ]  # fmt: skip
+    for i, (row, t, w) in enumerate(writes):
+        h.send_rows([row], t, w)
+        if i == 5:
+            h.advance_to([(0, 1)])
+        g.step()
+    h.advance_to([])
+    g.step()
+    out = cap.drain()
+    at: Counter = Counter()
+    for j in range(len(out)):
+        if out.times[0, j] <= 3 and out.times[1, j] == 0:
+            at[tuple(int(x) for x in out.data[:, j])] += int(out.diffs[j])
+    assert +at == Counter({(0, 5): 1, (1, 8): 1}) and not -at

@@ -945,6 +945,7 @@ def _set_step_with_codes(code_of, history: list, outputs: list, delta: list, pen
         layout.exact_codes,
         1,
         layout.key_index,
+        False,
     )
     applies, p_codes, p_keys, p_times, _, _, _, _, o_times, o_diffs, o_rows = got
     assert applies
