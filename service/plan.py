@@ -10,6 +10,8 @@ that fails (see ``Runtime.create_view``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -133,6 +135,14 @@ class _Env:
     sources: Sources
     round_limit: int
     vars: list[dict[str, Collection]] = field(default_factory=list)
+    # subplans compiled so far, by their JSON's digest (``_digest``) and the var bindings
+    # they were compiled under (held here, so that their ids stay theirs): a subplan written
+    # twice in a plan (a loop's start, say, as a var's initial value and inside its body) is
+    # built once and read twice, as it would be through a name
+    compiled: dict[tuple[str, tuple[int, ...]], tuple[Collection, list[dict]]] = field(
+        default_factory=dict
+    )
+    digests: dict[int, tuple[str, bool]] = field(default_factory=dict)  # see _digest
 
     @property
     def in_loop(self) -> bool:
@@ -152,6 +162,7 @@ def compile_plan(
             "build deep chains from views that read views",
         )
     env = _Env(sources, round_limit)
+    _digest(plan, env.digests)
     out = _compile(plan, env, path)
     if sources.domain is None:
         raise Invalid("a plan must read at least one table or view", {"path": path}, "invalid_plan")
@@ -218,6 +229,43 @@ def _out_name(name: str, path: str) -> None:
 
 def _compile(plan: Any, env: _Env, path: str) -> Collection:
     op = _node(plan, path)
+    if op in ("table", "view", "var"):
+        return _compile_node(plan, op, env, path)
+    digest, reads_var = env.digests[id(plan)]
+    # a subplan that reads no var means the same under any bindings
+    key = (digest, tuple(id(v) for v in env.vars) if reads_var else ())
+    hit = env.compiled.get(key)
+    if hit is not None:
+        return hit[0]
+    out = _compile_node(plan, op, env, path)
+    env.compiled[key] = (out, list(env.vars))
+    return out
+
+
+def _digest(node: Any, into: dict[int, tuple[str, bool]]) -> tuple[str, bool]:
+    """A digest of ``node``'s JSON (equal for equal JSON, keys in any order) and whether a
+    ``var`` node is in it, for every object under it, into ``into`` by ``id``: one walk of
+    the plan (a text per subplan would cost its size at every level above it)."""
+    if isinstance(node, dict):
+        parts, reads_var = [], node.get("op") == "var"
+        for k in sorted(node):
+            d, r = _digest(node[k], into)
+            parts.append(f"{json.dumps(k)}:{d}")
+            reads_var = reads_var or r
+        out = (_hashed("{" + ",".join(parts) + "}"), reads_var)
+        into[id(node)] = out
+        return out
+    if isinstance(node, list):
+        items = [_digest(v, into) for v in node]
+        return _hashed("[" + ",".join(d for d, _ in items) + "]"), any(r for _, r in items)
+    return json.dumps(node, allow_nan=True), False
+
+
+def _hashed(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _compile_node(plan: dict, op: str, env: _Env, path: str) -> Collection:
     if op in ("table", "view"):
         name, _ = env.sources.resolve(op, plan["name"], path)
         return env.sources.collection(name)
@@ -380,10 +428,15 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
     )
 
     def build() -> Collection:
+        # sides in different scopes (a loop's variable and an outer table): the engine's
+        # join enters the outer side and arranges both in the loop. Nothing is arranged
+        # here first: an arrangement no operator reads would still be kept up every step.
+        l_scope = l_arr.scope if l_arr is not None else left.scope
+        r_scope = r_arr.scope if r_arr is not None else right.scope
+        if l_scope is not r_scope:
+            return left.join(right, on=list(zip(lkeys, rkeys, strict=True)), columns=parsed)
         la = l_arr if l_arr is not None else left.arrange_by_key(lkeys)
         ra = r_arr if r_arr is not None else right.arrange_by_key(rkeys)
-        if la.scope is not ra.scope:
-            return left.join(right, on=list(zip(lkeys, rkeys, strict=True)), columns=parsed)
         return la.join(ra, parsed)
 
     return _engine(f"{path}.columns" if parsed is not None else path, build)

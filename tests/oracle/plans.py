@@ -27,9 +27,11 @@ vars, and sometimes shadow one with a var of the same name).
 
 from __future__ import annotations
 
+import copy
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -317,6 +319,32 @@ class _Context:
     vars: Mapping[str, list[Column]]
     allow_iterate: bool
     nesting: int  # how many iterates enclose the node
+    # the subplans generated so far in this plan, by the vars (and their columns) they could
+    # read, with the nesting they were made at: a node may repeat one, as plans written by
+    # hand repeat a loop's start or a filtered table (inside a nested iterate that binds the
+    # same var names to other collections, the copy means something else)
+    made: dict[Any, list[tuple[Plan, list[Column], int]]] = field(
+        default_factory=dict, compare=False, hash=False
+    )
+
+
+def _made(ctx: _Context) -> list[tuple[Plan, list[Column], int]]:
+    terms = tuple(sorted((name, tuple(columns)) for name, columns in ctx.vars.items()))
+    return ctx.made.setdefault(terms, [])
+
+
+def _again(draw: st.DrawFn, ctx: _Context) -> Generated | None:
+    """Sometimes a copy of a subplan made before that may stand here (no deeper nesting of
+    iterates than the context allows), else None."""
+    fits = [
+        (plan, columns)
+        for plan, columns, nesting in _made(ctx)
+        if (ctx.allow_iterate and nesting >= ctx.nesting) or '"iterate"' not in json.dumps(plan)
+    ]
+    if not fits or draw(st.integers(0, 3)) != 0:
+        return None
+    plan, columns = draw(st.sampled_from(fits))
+    return copy.deepcopy(plan), list(columns)
 
 
 def _fresh_name(columns: Sequence[Column]) -> str:
@@ -348,6 +376,15 @@ def _gen_plan(draw: st.DrawFn, ctx: _Context, depth: int, root: bool = False) ->
     and its output columns."""
     if depth == 0:
         return _gen_leaf(draw, ctx)
+    again = None if root else _again(draw, ctx)
+    if again is not None:
+        return again
+    plan, columns = _gen_new(draw, ctx, depth, root)
+    _made(ctx).append((plan, columns, ctx.nesting))
+    return plan, columns
+
+
+def _gen_new(draw: st.DrawFn, ctx: _Context, depth: int, root: bool) -> Generated:
     ops = [] if root else ["leaf"]
     ops += [op for op in _OPERATORS if op != "iterate"]
     if ctx.allow_iterate and depth >= 2 and ctx.nesting < _MAX_NESTING:
@@ -530,6 +567,9 @@ def _gen_step(
     * *map*: a var's rows mapped to new ones (counters, successors);
     * a nested iterate (when the depth and nesting allow), or any plan, coerced to the types.
     """
+    again = _again(draw, ctx)
+    if again is not None:
+        return _coerce(draw, *again, target)
     kinds = ["expand", "map", "plan"]
     if depth >= 2 and ctx.nesting < _MAX_NESTING:
         kinds.append("nested")
@@ -544,7 +584,9 @@ def _gen_step(
     source_columns = list(ctx.vars[source])
     if kind == "map":
         exprs = {name: _gen_progress(draw, source_columns, t) for name, t in target}
-        return {"op": "select", "input": {"op": "var", "name": source}, "columns": exprs}, target
+        mapped = {"op": "select", "input": {"op": "var", "name": source}, "columns": exprs}
+        _made(ctx).append((mapped, target, ctx.nesting))
+        return mapped, target
     right, right_columns = _gen_plan(draw, ctx, depth - 1)
     on, right, right_columns = _join_keys(draw, source_columns, right, right_columns)
     scope = _join_scope(source_columns, right_columns)
@@ -552,7 +594,9 @@ def _gen_step(
     right_scope = [(f"right.{name}", t) for name, t in right_columns]
     exprs = {name: _gen_progress(draw, scope, t, prefer=right_scope) for name, t in target}
     plan = {"op": "join", "left": {"op": "var", "name": source}, "right": right, "on": on}
-    return {**plan, "columns": exprs}, target
+    expanded = {**plan, "columns": exprs}
+    _made(ctx).append((expanded, target, ctx.nesting))
+    return expanded, target
 
 
 def _gen_progress(

@@ -513,10 +513,10 @@ def test_integers_in_a_plan_fit_in_64_bits(client: httpx.Client, name: str) -> N
 def test_arrangement_names_are_unique_in_descriptions_and_metrics(
     client: httpx.Client, name: str
 ) -> None:
-    """API.md's reachability view arranges the edges by src and the reached nodes by node
-    both outside its iterate and inside it: each arrangement has a name of its own, in the
-    description and as the label of its series in ``/metrics`` (a repeated label set is a
-    duplicate sample, which Prometheus refuses)."""
+    """Each arrangement of API.md's reachability view (arrangements by the same keys may
+    stand inside its iterate and outside it) has a name of its own, in the description and
+    as the label of its series in ``/metrics`` (a repeated label set is a duplicate sample,
+    which Prometheus refuses)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     roots, edges, view = f"{name}_r", f"{name}_e", f"{name}_reach"
@@ -535,3 +535,100 @@ def test_arrangement_names_are_unique_in_descriptions_and_metrics(
         if family.name == "difflow_arrangement_records":
             ours = [dict(labels)["arrangement"] for _, labels in seen if ("view", view) in labels]
             assert sorted(ours) == sorted(names)
+
+
+def test_reachability_arranges_each_collection_once(client: httpx.Client, name: str) -> None:
+    """API.md's reachability view keeps five arrangements: in its loop, the reached nodes by
+    node and the edges by src (the join's sides), the `distinct`'s input and output, and the
+    view's own. An arrangement no operator reads is still kept up at every step: none is
+    made outside the loop for a join whose other side is a var."""
+    roots, edges, view = f"{name}_r", f"{name}_e", f"{name}_reach"
+    make_table(client, roots, [("node", "int")])
+    make_table(client, edges, [("src", "int"), ("dst", "int")])
+    write(client, edges, {"columns": {"src": [1, 2], "dst": [2, 3]}})
+    write(client, roots, {"columns": {"node": [1]}})
+    r = client.post("/v1/views", json={"name": view, "query": reach_plan(roots, edges)})
+    assert r.status_code == 201, r.text
+    names = [a["name"] for a in client.get(f"/v1/views/{view}").json()["arrangements"]]
+    assert sorted(names) == sorted(
+        [
+            "iterate: arrange by [node]",
+            "iterate: arrange by [src]",
+            "iterate: arrange by self",
+            "iterate: distinct",
+            view,
+        ]
+    ), names
+
+
+def test_a_subplan_written_twice_is_built_once(client: httpx.Client, name: str) -> None:
+    """A plan repeats a subplan where it would name it (JSON has no names): the same count
+    per key, joined with itself, is one reduce, read by both sides of the join."""
+    make_table(client, name, [("k", "int"), ("v", "int")])
+    write(client, name, {"columns": {"k": [1, 1, 2], "v": [5, 6, 7]}})
+    counted = {
+        "op": "reduce",
+        "input": {"op": "table", "name": name},
+        "by": ["k"],
+        "aggregates": {"n": {"fn": "count"}},
+    }
+    plan = {
+        "op": "join",
+        "left": counted,
+        "right": json.loads(json.dumps(counted)),
+        "on": [["k", "k"]],
+        "columns": {"k": "left.k", "n": "left.n", "m": "right.n"},
+    }
+    r = client.post("/v1/views", json={"name": f"{name}_v", "query": plan})
+    assert r.status_code == 201, r.text
+    names = [a["name"] for a in client.get(f"/v1/views/{name}_v").json()["arrangements"]]
+    assert sum("reduce" in n for n in names) == 1, names
+    assert row_counts(client, f"{name}_v") == {
+        (("k", 1), ("m", 2), ("n", 2)): 1,
+        (("k", 2), ("m", 1), ("n", 1)): 1,
+    }
+    write(client, name, {"updates": [{"insert": {"k": 2, "v": 8}}]})
+    assert row_counts(client, f"{name}_v")[(("k", 2), ("m", 2), ("n", 2))] == 1
+
+
+def test_a_repeated_subplan_reads_the_var_in_scope_where_it_stands(
+    client: httpx.Client, name: str
+) -> None:
+    """The same JSON reading var ``v`` stands in an iterate's body and in the body of an
+    iterate nested in it that binds ``v`` again: each copy reads its own ``v`` (the one built
+    for the outer body is not the inner one's). Checked against the from-scratch evaluator."""
+    from tests.oracle.evaluate import Database, evaluate
+
+    step = {  # reads the v in scope
+        "op": "select",
+        "input": {"op": "var", "name": "v"},
+        "columns": {"x": {"fn": "mod", "args": [{"fn": "add", "args": ["x", 1]}, 7]}},
+    }
+    inner = {
+        "op": "iterate",
+        "vars": {"v": {"op": "table", "name": f"{name}_b"}},
+        "body": {"v": {"op": "distinct", "input": {"op": "concat", "inputs": [step, step]}}},
+        "result": "v",
+        "max_iterations": 2,
+    }
+    plan = {
+        "op": "iterate",
+        "vars": {"v": {"op": "table", "name": f"{name}_a"}},
+        "body": {
+            "v": {
+                "op": "distinct",
+                "input": {"op": "concat", "inputs": [{"op": "var", "name": "v"}, step, inner]},
+            }
+        },
+        "result": "v",
+        "max_iterations": 3,
+    }
+    contents = {f"{name}_a": {(0,): 1}, f"{name}_b": {(3,): 1}}
+    for table, rows_ in contents.items():
+        make_table(client, table, [("x", "int")])
+        write(client, table, {"columns": {"x": [row[0] for row, _ in rows_.items()]}})
+    r = client.post("/v1/views", json={"name": f"{name}_v", "query": plan})
+    assert r.status_code == 201, r.text
+    db = Database.from_counters({t: [("x", "int")] for t in contents}, contents)
+    want = {(("x", row[0]),): n for row, n in evaluate(plan, db).rows.items()}
+    assert row_counts(client, f"{name}_v") == want
