@@ -510,6 +510,18 @@ def test_integers_in_a_plan_fit_in_64_bits(client: httpx.Client, name: str) -> N
     assert [c["type"] for c in created.json()["columns"]] == ["int", "int", "float"]
 
 
+def _reach_view_arrangements(client: httpx.Client, name: str) -> tuple[str, list[str]]:
+    """API.md's reachability view over two small tables: its name and its arrangements'."""
+    roots, edges, view = f"{name}_r", f"{name}_e", f"{name}_reach"
+    make_table(client, roots, [("node", "int")])
+    make_table(client, edges, [("src", "int"), ("dst", "int")])
+    write(client, edges, {"columns": {"src": [1, 2], "dst": [2, 3]}})
+    write(client, roots, {"columns": {"node": [1]}})
+    r = client.post("/v1/views", json={"name": view, "query": reach_plan(roots, edges)})
+    assert r.status_code == 201, r.text
+    return view, [a["name"] for a in client.get(f"/v1/views/{view}").json()["arrangements"]]
+
+
 def test_arrangement_names_are_unique_in_descriptions_and_metrics(
     client: httpx.Client, name: str
 ) -> None:
@@ -519,14 +531,7 @@ def test_arrangement_names_are_unique_in_descriptions_and_metrics(
     which Prometheus refuses)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    roots, edges, view = f"{name}_r", f"{name}_e", f"{name}_reach"
-    make_table(client, roots, [("node", "int")])
-    make_table(client, edges, [("src", "int"), ("dst", "int")])
-    write(client, edges, {"columns": {"src": [1, 2], "dst": [2, 3]}})
-    write(client, roots, {"columns": {"node": [1]}})
-    r = client.post("/v1/views", json={"name": view, "query": reach_plan(roots, edges)})
-    assert r.status_code == 201, r.text
-    names = [a["name"] for a in client.get(f"/v1/views/{view}").json()["arrangements"]]
+    view, names = _reach_view_arrangements(client, name)
     assert len(names) == len(set(names)), names
     metrics = client.get("/metrics").text
     for family in text_string_to_metric_families(metrics):
@@ -542,14 +547,7 @@ def test_reachability_arranges_each_collection_once(client: httpx.Client, name: 
     node and the edges by src (the join's sides), the `distinct`'s input and output, and the
     view's own. An arrangement no operator reads is still kept up at every step: none is
     made outside the loop for a join whose other side is a var."""
-    roots, edges, view = f"{name}_r", f"{name}_e", f"{name}_reach"
-    make_table(client, roots, [("node", "int")])
-    make_table(client, edges, [("src", "int"), ("dst", "int")])
-    write(client, edges, {"columns": {"src": [1, 2], "dst": [2, 3]}})
-    write(client, roots, {"columns": {"node": [1]}})
-    r = client.post("/v1/views", json={"name": view, "query": reach_plan(roots, edges)})
-    assert r.status_code == 201, r.text
-    names = [a["name"] for a in client.get(f"/v1/views/{view}").json()["arrangements"]]
+    view, names = _reach_view_arrangements(client, name)
     assert sorted(names) == sorted(
         [
             "iterate: arrange by [node]",
