@@ -14,7 +14,7 @@ import numpy as np
 
 from engine import Antichain, Arrangement, Collection, Graph, Schema, UpdateBatch, consolidate
 from engine.lattice import leq
-from engine.operators import Arrange, AsCollection, Reduce
+from engine.operators import Arrange, AsCollection, Operator, Reduce
 from engine.progress import meet_all
 from service.codec import decode_rows, frontier_to_wire, time_from_text, time_to_wire
 from service.errors import Conflict, Invalid, NotFound
@@ -199,6 +199,13 @@ class Catalog:
             raise
         shared_ops = {id(op) for e in self.shared.entries.values() for op in e.ops}
         ops = [op for op in self.graph.operators_since(mark) if id(op) not in shared_ops]
+        # a plan may make operators its result does not read (a table read as a collection
+        # whose join then took its shared arrangement; the other vars of an iterate): they
+        # would run, and hold their inputs' traces, at every step for nothing
+        live = _feeding([capture, output.op])
+        self.graph.drop([op for op in ops if id(op) not in live])
+        ops = [op for op in ops if id(op) in live]
+        hydrating = [op for op in hydrating if id(op) in live or id(op) in shared_ops]
         tables: set[str] = set()
         for src in compiled.inputs:
             if src in self.tables:
@@ -396,3 +403,15 @@ class Catalog:
 def _advance(reader: Any, frontier: Antichain) -> None:
     if not reader.released and reader.frontier.precedes(frontier) and reader.frontier != frontier:
         reader.advance(frontier)
+
+
+def _feeding(roots: list[Operator]) -> set[int]:
+    """The ids of ``roots`` and of every operator whose output reaches them."""
+    seen: set[int] = set()
+    todo = list(roots)
+    while todo:
+        op = todo.pop()
+        if id(op) not in seen:
+            seen.add(id(op))
+            todo.extend(op.inputs)
+    return seen

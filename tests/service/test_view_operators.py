@@ -1,0 +1,105 @@
+"""The operators a view keeps: every one of them feeds the view's result (an operator nothing
+reads would still run, and hold its input's trace, at every step), and each subplan it
+repeats is built once. Checked on the catalog of a runtime in this process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.operators import AsCollection, Map, Operator
+from service.runtime import Runtime
+from service.settings import Settings
+from tests.oracle.plans import reach_plan
+
+TABLES = {"a": ["x", "y"], "b": ["x", "z"], "roots": ["node"], "edges": ["src", "dst"]}
+
+
+def _self_join(table: str) -> dict[str, Any]:
+    return {
+        "op": "join",
+        "left": {"op": "table", "name": table},
+        "right": {"op": "table", "name": table},
+        "on": [["x", "x"]],
+        "columns": {"l": "left.y", "r": "right.y"},
+    }
+
+
+# the second var of this iterate is not its result
+TWO_VARS = {
+    "op": "iterate",
+    "vars": {"v": {"op": "table", "name": "a"}, "w": {"op": "table", "name": "b"}},
+    "body": {
+        "v": {"op": "distinct", "input": {"op": "var", "name": "v"}},
+        "w": {"op": "distinct", "input": {"op": "var", "name": "w"}},
+    },
+    "result": "v",
+}
+
+PLANS = {
+    "self_join": _self_join("a"),
+    "two_vars": TWO_VARS,
+    "reach": reach_plan(),
+}
+
+
+def _read_by(roots: list[Operator], ops: list[Operator]) -> set[int]:
+    """Ids of the ``ops`` whose output reaches one of ``roots``: grown to a fixed point."""
+    live = {id(op) for op in roots}
+    grew = True
+    while grew:
+        grew = False
+        for op in [*roots, *ops]:
+            if id(op) in live:
+                for i in op.inputs:
+                    grew = grew or id(i) not in live
+                    live.add(id(i))
+    return live
+
+
+def _walk(ops: list[Operator]) -> Iterator[Operator]:
+    for op in ops:
+        yield op
+        inner = getattr(op, "inner", None)
+        if inner is not None:
+            yield from _walk(inner.operators)
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[Runtime]:
+    rt = Runtime(Settings(data_dir=tmp_path))
+    rt.start()
+    try:
+        for name, columns in TABLES.items():
+            spec = {"name": name, "columns": [{"name": c, "type": "int"} for c in columns]}
+            rt.submit(lambda spec=spec: rt.catalog.create_table(spec)).result(timeout=30)
+        yield rt
+    finally:
+        rt.stop()
+
+
+@pytest.mark.parametrize("plan", sorted(PLANS))
+def test_every_operator_of_a_view_feeds_its_result(runtime: Runtime, plan: str) -> None:
+    rt = runtime
+    spec = {"name": "v", "query": PLANS[plan]}
+    v = rt.submit(lambda: rt.catalog.create_view(spec)).result(timeout=60)
+    live = _read_by([v.capture, v.output.op], v.ops)
+    idle = [f"{type(op).__name__} {op.name}" for op in v.ops if id(op) not in live]
+    assert not idle
+    in_graph = {id(op) for op in rt.graph.scope.operators}
+    assert all(id(op) in in_graph for op in v.ops)
+
+
+def test_a_table_read_twice_is_one_operator_and_a_repeated_select_one_map(
+    runtime: Runtime,
+) -> None:
+    """API.md's reachability plan writes its start (a select over the roots) twice."""
+    rt = runtime
+    spec = {"name": "v", "query": PLANS["reach"]}
+    v = rt.submit(lambda: rt.catalog.create_view(spec)).result(timeout=60)
+    ops = list(_walk(v.ops))
+    assert sum(isinstance(op, Map) for op in ops) == 1
+    assert sum(isinstance(op, AsCollection) for op in ops) == 2  # the roots' and the edges'
