@@ -14,14 +14,14 @@ import numpy as np
 
 from engine import Antichain, Arrangement, Collection, Graph, Schema, UpdateBatch, consolidate
 from engine.lattice import leq
-from engine.operators import Arrange, AsCollection, Operator, Reduce
+from engine.operators import Arrange, AsCollection, Capture, Operator, Reduce
 from engine.progress import meet_all
 from service.codec import decode_rows, frontier_to_wire, time_from_text, time_to_wire
 from service.errors import Conflict, Invalid, NotFound
 from service.gc_pause import collector_paused
 from service.history import frontier_join, history_frontier, latest_complete
 from service.ingest import TableShape
-from service.plan import NAME_RE, Domain, Sources, compile_plan
+from service.plan import NAME_RE, CompiledPlan, Domain, Sources, compile_plan
 from service.settings import Settings
 from service.shared import SharedArrangement, SharedArrangements
 from service.tables import TableState
@@ -194,9 +194,33 @@ class Catalog:
                 else final.arrange_by_self(name=name)
             )
             capture = final.capture()
-        except Exception:
+            view = self._new_view(
+                name, spec["query"], compiled, capture, output, mark, used_shared, hydrating
+            )
+        except Exception:  # a plan refused (or a bug): nothing it made is left
             self._rollback(mark, created_shared)
             raise
+        # registered last, when nothing can fail: a view refused leaves no reader behind
+        for src in compiled.inputs:
+            (self.tables[src] if src in self.tables else self.views[src]).readers.add(name)
+        for e in used_shared:
+            e.users.add(name)
+        self.views[name] = view
+        return view
+
+    def _new_view(
+        self,
+        name: str,
+        query: Any,
+        compiled: CompiledPlan,
+        capture: Capture,
+        output: Arrangement,
+        mark: int,
+        used_shared: list[SharedArrangement],
+        hydrating: list[AsCollection],
+    ) -> ViewState:
+        """The view of a compiled plan, registered nowhere yet: the operators that feed its
+        result (the others dropped), and its start."""
         shared_ops = {id(op) for e in self.shared.entries.values() for op in e.ops}
         ops = [op for op in self.graph.operators_since(mark) if id(op) not in shared_ops]
         # a plan may make operators its result does not read (a table read as a collection
@@ -208,18 +232,11 @@ class Catalog:
         hydrating = [op for op in hydrating if id(op) in live or id(op) in shared_ops]
         tables: set[str] = set()
         for src in compiled.inputs:
-            if src in self.tables:
-                tables.add(src)
-                self.tables[src].readers.add(name)
-            else:
-                tables |= self.views[src].tables
-                self.views[src].readers.add(name)
-        for e in used_shared:
-            e.users.add(name)
+            tables |= {src} if src in self.tables else self.views[src].tables
         view = ViewState(
             name,
-            spec["query"],
-            final.schema,
+            query,
+            compiled.collection.schema,
             compiled.inputs,
             compiled.domain,
             tables,
@@ -246,7 +263,6 @@ class Catalog:
         view.history.advance(start)  # it computed nothing before
         if not start.is_empty:
             view.start = start
-        self.views[name] = view
         return view
 
     def _rollback(self, mark: int, created: list[tuple[str, tuple[str, ...]]]) -> None:

@@ -135,10 +135,11 @@ class _Env:
     sources: Sources
     round_limit: int
     vars: list[dict[str, Collection]] = field(default_factory=list)
-    # subplans compiled so far, by their JSON's digest (``_digest``) and the var bindings
-    # they were compiled under (held here, so that their ids stay theirs): a subplan written
-    # twice in a plan (a loop's start, say, as a var's initial value and inside its body) is
-    # built once and read twice, as it would be through a name
+    # subplans compiled so far, by their JSON's digest (``_digest``) and, for those whose
+    # collection depends on the loop around them, the var bindings they were compiled under
+    # (held here, so that their ids stay theirs): a subplan written twice in a plan (a
+    # loop's start, say, as a var's initial value and inside its body) is built once and
+    # read twice, as it would be through a name
     compiled: dict[tuple[str, tuple[int, ...]], tuple[Collection, list[dict]]] = field(
         default_factory=dict
     )
@@ -231,9 +232,9 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
     op = _node(plan, path)
     if op in ("table", "view", "var"):
         return _compile_node(plan, op, env, path)
-    digest, reads_var = env.digests[id(plan)]
-    # a subplan that reads no var means the same under any bindings
-    key = (digest, tuple(id(v) for v in env.vars) if reads_var else ())
+    digest, scoped = env.digests[id(plan)]
+    # a subplan that reads no var and holds no iterate is the same collection in any loop
+    key = (digest, tuple(id(v) for v in env.vars) if scoped else ())
     hit = env.compiled.get(key)
     if hit is not None:
         return hit[0]
@@ -243,16 +244,18 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
 
 
 def _digest(node: Any, into: dict[int, tuple[str, bool]]) -> tuple[str, bool]:
-    """A digest of ``node``'s JSON (equal for equal JSON, keys in any order) and whether a
-    ``var`` node is in it, for every object under it, into ``into`` by ``id``: one walk of
-    the plan (a text per subplan would cost its size at every level above it)."""
+    """A digest of ``node``'s JSON (equal for equal JSON, keys in any order) and whether what
+    it compiles to depends on the loop it stands in (it reads a var, or holds an iterate,
+    which is built inside the loop around it), for every object under it, into ``into`` by
+    ``id``: one walk of the plan (a text per subplan would cost its size at every level
+    above it)."""
     if isinstance(node, dict):
-        parts, reads_var = [], node.get("op") == "var"
+        parts, scoped = [], node.get("op") in ("var", "iterate")
         for k in sorted(node):
             d, r = _digest(node[k], into)
             parts.append(f"{json.dumps(k)}:{d}")
-            reads_var = reads_var or r
-        out = (_hashed("{" + ",".join(parts) + "}"), reads_var)
+            scoped = scoped or r
+        out = (_hashed("{" + ",".join(parts) + "}"), scoped)
         into[id(node)] = out
         return out
     if isinstance(node, list):

@@ -319,30 +319,49 @@ class _Context:
     vars: Mapping[str, list[Column]]
     allow_iterate: bool
     nesting: int  # how many iterates enclose the node
-    # the subplans generated so far in this plan, by the vars (and their columns) they could
-    # read, with the nesting they were made at: a node may repeat one, as plans written by
-    # hand repeat a loop's start or a filtered table (inside a nested iterate that binds the
-    # same var names to other collections, the copy means something else)
-    made: dict[Any, list[tuple[Plan, list[Column], int]]] = field(
-        default_factory=dict, compare=False, hash=False
+    # the subplans generated so far in this plan, with the vars they read (and their
+    # columns) and the nesting they were made at: a node may repeat one wherever those vars
+    # are bound with those columns, as plans written by hand repeat a loop's start or a
+    # filtered table (inside a nested iterate that binds the same var names to other
+    # collections, a copy means something else; one that reads no var fits anywhere)
+    made: list[tuple[Plan, list[Column], int, tuple[Any, ...]]] = field(
+        default_factory=list, compare=False, hash=False
     )
 
 
-def _made(ctx: _Context) -> list[tuple[Plan, list[Column], int]]:
-    terms = tuple(sorted((name, tuple(columns)) for name, columns in ctx.vars.items()))
-    return ctx.made.setdefault(terms, [])
+def _free_vars(plan: Any) -> set[str]:
+    """The vars ``plan`` reads that no iterate inside it binds."""
+    if isinstance(plan, list):
+        return set().union(*(_free_vars(p) for p in plan))
+    if not isinstance(plan, dict):
+        return set()
+    if plan.get("op") == "var":
+        return {plan["name"]}
+    if plan.get("op") == "iterate":
+        body = set().union(*(_free_vars(b) for b in plan["body"].values()))
+        return _free_vars(list(plan["vars"].values())) | (body - set(plan["vars"]))
+    return _free_vars(list(plan.values()))
+
+
+def _remember(ctx: _Context, plan: Plan, columns: list[Column]) -> None:
+    reads = tuple(sorted((name, tuple(ctx.vars[name])) for name in _free_vars(plan)))
+    ctx.made.append((plan, columns, ctx.nesting, reads))
 
 
 def _again(draw: st.DrawFn, ctx: _Context) -> Generated | None:
-    """Sometimes a copy of a subplan made before that may stand here (no deeper nesting of
-    iterates than the context allows), else None."""
+    """Sometimes a copy of a subplan made before that may stand here (the vars it reads
+    bound with the same columns, no deeper nesting of iterates than allowed), else None."""
     fits = [
         (plan, columns)
-        for plan, columns, nesting in _made(ctx)
-        if (ctx.allow_iterate and nesting >= ctx.nesting) or '"iterate"' not in json.dumps(plan)
+        for plan, columns, nesting, reads in ctx.made
+        if all(name in ctx.vars and tuple(ctx.vars[name]) == cols for name, cols in reads)
+        and ((ctx.allow_iterate and nesting >= ctx.nesting) or '"iterate"' not in json.dumps(plan))
     ]
-    if not fits or draw(st.integers(0, 3)) != 0:
+    if not fits or draw(st.integers(0, 5)) != 0:
         return None
+    loops = [f for f in fits if '"iterate"' in json.dumps(f[0])]
+    if loops and draw(st.booleans()):  # an iterate repeated is built where each copy stands
+        fits = loops
     plan, columns = draw(st.sampled_from(fits))
     return copy.deepcopy(plan), list(columns)
 
@@ -380,7 +399,7 @@ def _gen_plan(draw: st.DrawFn, ctx: _Context, depth: int, root: bool = False) ->
     if again is not None:
         return again
     plan, columns = _gen_new(draw, ctx, depth, root)
-    _made(ctx).append((plan, columns, ctx.nesting))
+    _remember(ctx, plan, columns)
     return plan, columns
 
 
@@ -585,7 +604,7 @@ def _gen_step(
     if kind == "map":
         exprs = {name: _gen_progress(draw, source_columns, t) for name, t in target}
         mapped = {"op": "select", "input": {"op": "var", "name": source}, "columns": exprs}
-        _made(ctx).append((mapped, target, ctx.nesting))
+        _remember(ctx, mapped, target)
         return mapped, target
     right, right_columns = _gen_plan(draw, ctx, depth - 1)
     on, right, right_columns = _join_keys(draw, source_columns, right, right_columns)
@@ -595,7 +614,7 @@ def _gen_step(
     exprs = {name: _gen_progress(draw, scope, t, prefer=right_scope) for name, t in target}
     plan = {"op": "join", "left": {"op": "var", "name": source}, "right": right, "on": on}
     expanded = {**plan, "columns": exprs}
-    _made(ctx).append((expanded, target, ctx.nesting))
+    _remember(ctx, expanded, target)
     return expanded, target
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from engine.operators import AsCollection, Map, Operator
+from service import catalog as catalog_module
 from service.runtime import Runtime
 from service.settings import Settings
 from tests.oracle.plans import reach_plan
@@ -103,3 +104,29 @@ def test_a_table_read_twice_is_one_operator_and_a_repeated_select_one_map(
     ops = list(_walk(v.ops))
     assert sum(isinstance(op, Map) for op in ops) == 1
     assert sum(isinstance(op, AsCollection) for op in ops) == 2  # the roots' and the edges'
+
+
+def test_a_view_that_fails_while_being_made_leaves_nothing(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug after the plan compiled (here: computing the view's start) refuses the view
+    with nothing left of it: no operator, no reader listed on its tables (which can then be
+    dropped), no view; the next view is made as usual."""
+    rt = runtime
+    before = list(rt.graph.scope.operators)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(catalog_module, "meet_all", broken)
+    spec = {"name": "v", "query": PLANS["reach"]}
+    with pytest.raises(RuntimeError, match="a bug"):
+        rt.submit(lambda: rt.catalog.create_view(spec)).result(timeout=60)
+    monkeypatch.undo()
+    assert rt.graph.scope.operators == before
+    describe = rt.submit(lambda: [rt.catalog.table(t).describe() for t in TABLES]).result(30)
+    assert all(d["readers"] == [] for d in describe)
+    assert "v" not in rt.catalog.views
+    rt.submit(lambda: rt.catalog.drop_table("a")).result(timeout=30)
+    v = rt.submit(lambda: rt.catalog.create_view(spec)).result(timeout=60)
+    assert v.name == "v" and rt.catalog.table("edges").describe()["readers"] == ["v"]

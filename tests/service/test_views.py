@@ -630,3 +630,78 @@ def test_a_repeated_subplan_reads_the_var_in_scope_where_it_stands(
     db = Database.from_counters({t: [("x", "int")] for t in contents}, contents)
     want = {(("x", row[0]),): n for row, n in evaluate(plan, db).rows.items()}
     assert row_counts(client, f"{name}_v") == want
+
+
+def test_a_repeated_iterate_is_built_in_the_loop_where_it_stands(
+    client: httpx.Client, name: str
+) -> None:
+    """An iterate whose body reads no var of its own (audit 30) is built inside the loop
+    around it: written in two different loops, or in a loop and at the top, each copy is
+    its own (sharing one across loops was a 422 ``not visible from scope``, or a 500 that
+    left a reader on the table). Checked against the from-scratch evaluator."""
+    from tests.oracle.evaluate import Database, evaluate
+
+    n, e = f"{name}_n", f"{name}_e"
+    make_table(client, n, [("node", "int")])
+    make_table(client, e, [("src", "int"), ("dst", "int")])
+    write(client, n, {"columns": {"node": [1, 3, 3, 0]}})
+    write(client, e, {"columns": {"src": [1, 3], "dst": [2, 0]}})
+    table = {"op": "table", "name": n}
+
+    def var(v: str) -> dict:
+        return {"op": "var", "name": v}
+
+    def it(vars_: dict, body: dict, result: str, most: int | None = None) -> dict:
+        plan = {"op": "iterate", "vars": vars_, "body": body, "result": result}
+        return plan if most is None else {**plan, "max_iterations": most}
+
+    def cat(*inputs: dict) -> dict:
+        return {"op": "concat", "inputs": list(inputs)}
+
+    def dist(p: dict) -> dict:
+        return {"op": "distinct", "input": p}
+
+    below3 = {"op": "filter", "input": table, "where": {"fn": "lt", "args": ["node", 3]}}
+    moved = {
+        "op": "join",
+        "left": table,
+        "right": {"op": "table", "name": e},
+        "on": [["node", "src"]],
+        "columns": {"node": "right.dst"},
+    }
+    closed = it({"w": table}, {"w": table}, "w")
+    closed_below3 = it({"w": table}, {"w": below3}, "w")
+    closed_moved = it({"w": table}, {"w": moved}, "w")
+    plans = [
+        cat(it({"y": table}, {"y": closed}, "y"), closed),
+        cat(closed, it({"y": table}, {"y": closed}, "y")),
+        it({"x": it({"y": table}, {"y": closed}, "y")}, {"x": closed}, "x"),
+        cat(
+            it({"y": table}, {"y": cat(var("y"), closed_below3)}, "y", 2),
+            it({"x": table}, {"x": cat(var("x"), closed_below3)}, "x", 3),
+        ),
+        it(
+            {"x": table},
+            {
+                "x": dist(
+                    cat(
+                        var("x"),
+                        it({"y": table}, {"y": dist(cat(var("y"), closed_moved))}, "y"),
+                        closed_moved,
+                    )
+                )
+            },
+            "x",
+        ),
+    ]
+    db = Database.from_counters(
+        {n: [("node", "int")], e: [("src", "int"), ("dst", "int")]},
+        {n: {(1,): 1, (3,): 2, (0,): 1}, e: {(1, 2): 1, (3, 0): 1}},
+    )
+    for i, plan in enumerate(plans):
+        r = client.post("/v1/views", json={"name": f"{name}_v{i}", "query": plan})
+        assert r.status_code == 201, (i, r.text)
+        want = {(("node", row[0]),): c for row, c in evaluate(plan, db).rows.items()}
+        assert row_counts(client, f"{name}_v{i}") == want, i
+    readers = client.get(f"/v1/tables/{n}").json()["readers"]
+    assert sorted(readers) == sorted(f"{name}_v{i}" for i in range(len(plans)))
