@@ -149,13 +149,15 @@ class Collection:
 
     # -- arrangements -------------------------------------------------------------------
     def arrange_by_key(self, keys: Sequence[str], name: str = "") -> Arrangement:
+        """This collection arranged by ``keys``: the output of an operator that keeps it
+        arranged so already (a reduce's, by its groups) is that arrangement, unless a
+        ``name`` asks for one of its own."""
+        idx = self.schema.indices(keys)
+        op = self.op
+        if not name and isinstance(op, (Arrange, Reduce)) and list(op.layout.key_cols) == idx:
+            return Arrangement(op)
         return Arrangement(
-            Arrange(
-                self.scope,
-                self.op,
-                self.schema.indices(keys),
-                name or f"arrange by [{', '.join(keys)}]",
-            )
+            Arrange(self.scope, self.op, idx, name or f"arrange by [{', '.join(keys)}]")
         )
 
     def arrange_by_self(self, name: str = "") -> Arrangement:

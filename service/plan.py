@@ -439,7 +439,12 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
         if l_scope is not r_scope:
             return left.join(right, on=list(zip(lkeys, rkeys, strict=True)), columns=parsed)
         la = l_arr if l_arr is not None else left.arrange_by_key(lkeys)
-        ra = r_arr if r_arr is not None else right.arrange_by_key(rkeys)
+        if r_arr is not None:
+            ra = r_arr
+        elif right is left and rkeys == lkeys:  # a subplan joined with itself: one arrangement
+            ra = la
+        else:
+            ra = right.arrange_by_key(rkeys)
         return la.join(ra, parsed)
 
     return _engine(f"{path}.columns" if parsed is not None else path, build)

@@ -115,3 +115,30 @@ def test_a_loop_lets_its_traces_compact_once_its_outer_times_are_done(
     for (row, _), d in _rows(reach.drain()).items():
         final[row] += d
     assert +final == Counter({(0, n): 1 for n in range(7)})
+
+
+def test_a_reduce_output_arranged_by_its_groups_is_the_reduce_itself() -> None:
+    """A join on a reduce's group columns reads the reduce's own arrangement (no second one
+    of the same updates); by other columns, or with a name of its own, it is arranged anew.
+    The self-join of the counts, through the one arrangement, matches counts squared."""
+    g = Graph()
+    h, rows = g.new_input([("k", "int"), ("v", "int")])
+    counts = rows.count(["k"])
+    assert counts.arrange_by_key(["k"]).op is counts.op
+    assert counts.arrange_by_key(["count"]).op is not counts.op
+    assert counts.arrange_by_key(["k"], name="mine").op is not counts.op
+    squared = counts.join(
+        counts, on=[("k", "k")], columns={"k": "left.k", "n": "left.count", "m": "right.count"}
+    )
+    out = squared.capture()
+    got: Counter = Counter()
+    contents: Counter = Counter()
+    for t, batch in enumerate([[(1, 5), (1, 6), (2, 7)], [(2, 8), (3, 1)], [(1, 9)]]):
+        h.send_rows(batch, t)
+        h.advance_to(t + 1)
+        g.step()
+        for (row, _), d in _rows(out.drain()).items():
+            got[row] += d
+        contents.update(k for k, _ in batch)
+        want = Counter({(k, n, n): 1 for k, n in contents.items()})
+        assert +got == want, t
