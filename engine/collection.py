@@ -197,7 +197,8 @@ class Collection:
         present = Reduce(
             scope, right.op, PresenceKernel(), key_schema, Layout.by_self(len(rkeys)), "present"
         )
-        left = left_c.arrange_by_key(lkeys)
+        # a collection semi-joined with itself on the same columns: one arrangement
+        left = right if other is self and lkeys == rkeys else left_c.arrange_by_key(lkeys)
         outputs = [(0, i) for i in range(len(left_c.schema))]
         semi = Collection(Join(scope, left.op, present, outputs, left_c.schema))
         return left_c.concat(semi.negate()) if anti else semi

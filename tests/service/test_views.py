@@ -708,3 +708,42 @@ def test_a_repeated_iterate_is_built_in_the_loop_where_it_stands(
         assert row_counts(client, f"{name}_v{i}") == want, i
     readers = client.get(f"/v1/tables/{n}").json()["readers"]
     assert sorted(readers) == sorted(f"{name}_v{i}" for i in range(len(plans)))
+
+
+def test_a_subplan_semi_and_anti_joined_with_itself_is_arranged_once(
+    client: httpx.Client, name: str
+) -> None:
+    """Both sides of a semi or anti join of a subplan with itself on the same columns read
+    one arrangement; a key is present where some row of it has a positive count, and the
+    left rows keep their own counts (README)."""
+    make_table(client, name, [("k", "int"), ("v", "int")])
+    updates = [
+        {"insert": {"k": 1, "v": 5}},
+        {"weight": 2, "data": {"k": 1, "v": 6}},
+        {"insert": {"k": 2, "v": 7}},
+        {"weight": -1, "data": {"k": 3, "v": 1}},
+    ]
+    write(client, name, {"updates": updates})
+    kept = {
+        "op": "filter",
+        "input": {"op": "table", "name": name},
+        "where": {"fn": "gt", "args": ["v", 0]},
+    }
+    want = {
+        "semi": {(("k", 1), ("v", 5)): 1, (("k", 1), ("v", 6)): 2, (("k", 2), ("v", 7)): 1},
+        "anti": {(("k", 3), ("v", 1)): -1},
+    }
+    for how, rows_ in want.items():
+        plan = {
+            "op": "join",
+            "how": how,
+            "left": kept,
+            "right": json.loads(json.dumps(kept)),
+            "on": [["k", "k"]],
+        }
+        view = f"{name}_{how}"
+        r = client.post("/v1/views", json={"name": view, "query": plan})
+        assert r.status_code == 201, r.text
+        names = [a["name"] for a in client.get(f"/v1/views/{view}").json()["arrangements"]]
+        assert sorted(names) == sorted(["arrange by [k]", "present", view]), names
+        assert row_counts(client, view) == rows_
