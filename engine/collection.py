@@ -184,7 +184,8 @@ class Collection:
             raise SchemaError(f"join how must be inner, semi or anti, not {how!r}")
         scope = _deepest([self.scope, other.scope])
         left = self._in(scope).arrange_by_key(lkeys)
-        right = other._arranged_by(rkeys, scope)
+        # a collection joined with itself on the same columns: one arrangement
+        right = left if other is self and lkeys == rkeys else other._arranged_by(rkeys, scope)
         return left.join(right, columns)
 
     def _semi(

@@ -431,20 +431,14 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
     )
 
     def build() -> Collection:
-        # sides in different scopes (a loop's variable and an outer table): the engine's
-        # join enters the outer side and arranges both in the loop. Nothing is arranged
-        # here first: an arrangement no operator reads would still be kept up every step.
-        l_scope = l_arr.scope if l_arr is not None else left.scope
-        r_scope = r_arr.scope if r_arr is not None else right.scope
-        if l_scope is not r_scope:
+        if l_arr is None and r_arr is None:
+            # the engine's join: it enters an outer side into a loop and arranges both there,
+            # and arranges a collection joined with itself once (arranging here first would
+            # leave arrangements no operator reads, kept up every step)
             return left.join(right, on=list(zip(lkeys, rkeys, strict=True)), columns=parsed)
+        # a source's shared arrangement on a side (outside loops: both sides in the root)
         la = l_arr if l_arr is not None else left.arrange_by_key(lkeys)
-        if r_arr is not None:
-            ra = r_arr
-        elif right is left and rkeys == lkeys:  # a subplan joined with itself: one arrangement
-            ra = la
-        else:
-            ra = right.arrange_by_key(rkeys)
+        ra = r_arr if r_arr is not None else right.arrange_by_key(rkeys)
         return la.join(ra, parsed)
 
     return _engine(f"{path}.columns" if parsed is not None else path, build)
