@@ -68,20 +68,12 @@ def _enter_chain(op: Operator, scope: Scope) -> Operator:
     current = op
     for inner in reversed(chain):
         assert isinstance(inner, LoopScope)
-        cache = _enter_cache(inner)
+        cache = inner.entered
         key = id(current)
         if key not in cache:
             cache[key] = Enter(inner, current)
         current = cache[key]
     return current
-
-
-def _enter_cache(scope: LoopScope) -> dict[int, Operator]:
-    cache = getattr(scope, "_entered", None)
-    if cache is None:
-        cache = {}
-        scope._entered = cache  # type: ignore[attr-defined]
-    return cache
 
 
 def _deepest(scopes: Sequence[Scope]) -> Scope:
@@ -151,14 +143,26 @@ class Collection:
     def arrange_by_key(self, keys: Sequence[str], name: str = "") -> Arrangement:
         """This collection arranged by ``keys``: the output of an operator that keeps it
         arranged so already (a reduce's, by its groups) is that arrangement, unless a
-        ``name`` asks for one of its own."""
+        ``name`` asks for one of its own. Inside a loop, a collection arranged by the same
+        keys again (a var joined twice, say) reads the first arrangement."""
         idx = self.schema.indices(keys)
         op = self.op
-        if not name and isinstance(op, (Arrange, Reduce)) and list(op.layout.key_cols) == idx:
+        if name:
+            return Arrangement(Arrange(self.scope, op, idx, name))
+        if isinstance(op, (Arrange, Reduce)) and list(op.layout.key_cols) == idx:
             return Arrangement(op)
-        return Arrangement(
-            Arrange(self.scope, self.op, idx, name or f"arrange by [{', '.join(keys)}]")
-        )
+        scope = self.scope
+        if not isinstance(scope, LoopScope):
+            # no cache in the root scope: its operators may be shared by dataflows that come
+            # and go (a service's views), which must not hand each other arrangements
+            return Arrangement(Arrange(scope, op, idx, f"arrange by [{', '.join(keys)}]"))
+        key = (id(op), tuple(idx))
+        arranged = scope.arranged.get(key)
+        if arranged is None:
+            arranged = Arrange(scope, op, idx, f"arrange by [{', '.join(keys)}]")
+            scope.arranged[key] = arranged
+        assert isinstance(arranged, Arrange)
+        return Arrangement(arranged)
 
     def arrange_by_self(self, name: str = "") -> Arrangement:
         return Arrangement(

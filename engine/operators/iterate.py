@@ -39,6 +39,11 @@ class LoopScope(Scope):
     def __init__(self, parent: Scope, dims: int, name: str) -> None:
         super().__init__(parent, dims, name)
         self.region: LoopRegion | None = None
+        # operators of this scope built once and read by many (all belong to the loop's
+        # dataflow, and go when it goes): outer operators entered, by the entered operator's
+        # id; arrangements, by the arranged operator's id and the key columns
+        self.entered: dict[int, Operator] = {}
+        self.arranged: dict[tuple[int, tuple[int, ...]], Operator] = {}
 
 
 class Enter(Operator):
