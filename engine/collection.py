@@ -176,24 +176,39 @@ class Collection:
         on: Sequence[tuple[str, str]],
         how: str = "inner",
         columns: Mapping[str, ExprLike] | None = None,
+        arranged: Arrangement | None = None,
     ) -> Collection:
         """Equi-join. ``inner``: left columns + right non-key columns, or ``columns`` with
         expressions over ``left.x`` / ``right.x``; ``semi``/``anti``: left rows whose key is /
-        is not present on the right, with their own counts."""
+        is not present on the right, with their own counts. ``arranged``: this collection
+        already arranged by the left columns (a shared arrangement), read in place of a new
+        arrangement where the join stands in its scope."""
         lkeys = [l for l, _ in on]
         rkeys = [r for _, r in on]
+        if arranged is not None and (
+            arranged.key_columns != lkeys or arranged.schema != self.schema
+        ):
+            raise SchemaError(
+                f"the left side's arrangement is by {arranged.key_columns}, "
+                f"not by the join's left columns {lkeys}"
+            )
         if how in ("semi", "anti"):
-            return self._semi(other, lkeys, rkeys, anti=how == "anti")
+            return self._semi(other, lkeys, rkeys, anti=how == "anti", arranged=arranged)
         if how != "inner":
             raise SchemaError(f"join how must be inner, semi or anti, not {how!r}")
         scope = _deepest([self.scope, other.scope])
-        left = self._in(scope).arrange_by_key(lkeys)
+        left = self._arranged_by(lkeys, scope, arranged)
         # a collection joined with itself on the same columns: one arrangement
         right = left if other is self and lkeys == rkeys else other._arranged_by(rkeys, scope)
         return left.join(right, columns)
 
     def _semi(
-        self, other: Collection | Arrangement, lkeys: list[str], rkeys: list[str], anti: bool
+        self,
+        other: Collection | Arrangement,
+        lkeys: list[str],
+        rkeys: list[str],
+        anti: bool,
+        arranged: Arrangement | None,
     ) -> Collection:
         scope = _deepest([self.scope, other.scope])
         left_c = self._in(scope)
@@ -203,7 +218,10 @@ class Collection:
             scope, right.op, PresenceKernel(), key_schema, Layout.by_self(len(rkeys)), "present"
         )
         # a collection semi-joined with itself on the same columns: one arrangement
-        left = right if other is self and lkeys == rkeys else left_c.arrange_by_key(lkeys)
+        if other is self and lkeys == rkeys:
+            left = right
+        else:
+            left = self._arranged_by(lkeys, scope, arranged)
         outputs = [(0, i) for i in range(len(left_c.schema))]
         semi = Collection(Join(scope, left.op, present, outputs, left_c.schema))
         return left_c.concat(semi.negate()) if anti else semi
@@ -218,7 +236,13 @@ class Collection:
     ) -> Collection:
         return self.join(other, on, how="anti")
 
-    def _arranged_by(self, keys: Sequence[str], scope: Scope) -> Arrangement:
+    def _arranged_by(
+        self, keys: Sequence[str], scope: Scope, arranged: Arrangement | None = None
+    ) -> Arrangement:
+        """This collection in ``scope`` arranged by ``keys``: ``arranged`` where it stands in
+        that scope (the caller checked its keys), else a new (or a loop's) arrangement."""
+        if arranged is not None and arranged.scope is scope:
+            return arranged
         return self._in(scope).arrange_by_key(keys)
 
     # -- reductions ---------------------------------------------------------------------

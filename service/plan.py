@@ -411,11 +411,19 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
         if shared and _source_of(plan["right"])
         else None
     )
+    l_arr = (
+        env.sources.arranged(plan["left"]["name"], lkeys)
+        if shared and _source_of(plan["left"])
+        else None
+    )
+    # a source's shared arrangement on a side (outside loops), else the engine's join: it
+    # enters an outer side into a loop and arranges both there, and arranges a collection
+    # joined with itself once (arranging here first would leave arrangements no operator
+    # reads, kept up every step)
+    other: Collection | Arrangement = r_arr if r_arr is not None else right
+    pairs = list(zip(lkeys, rkeys, strict=True))
     if how != "inner":
-        other: Collection | Arrangement = r_arr if r_arr is not None else right
-        return _engine(
-            path, lambda: left.join(other, on=list(zip(lkeys, rkeys, strict=True)), how=how)
-        )
+        return _engine(path, lambda: left.join(other, on=pairs, how=how, arranged=l_arr))
     parsed = None
     if "columns" in plan:
         if not isinstance(columns, dict):
@@ -424,24 +432,10 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
         for name, e in columns.items():
             _out_name(name, f"{path}.columns.{name}")
             parsed[name] = parse_expr(e, f"{path}.columns.{name}")
-    l_arr = (
-        env.sources.arranged(plan["left"]["name"], lkeys)
-        if shared and _source_of(plan["left"])
-        else None
+    return _engine(
+        f"{path}.columns" if parsed is not None else path,
+        lambda: left.join(other, on=pairs, columns=parsed, arranged=l_arr),
     )
-
-    def build() -> Collection:
-        if l_arr is None and r_arr is None:
-            # the engine's join: it enters an outer side into a loop and arranges both there,
-            # and arranges a collection joined with itself once (arranging here first would
-            # leave arrangements no operator reads, kept up every step)
-            return left.join(right, on=list(zip(lkeys, rkeys, strict=True)), columns=parsed)
-        # a source's shared arrangement on a side (outside loops: both sides in the root)
-        la = l_arr if l_arr is not None else left.arrange_by_key(lkeys)
-        ra = r_arr if r_arr is not None else right.arrange_by_key(rkeys)
-        return la.join(ra, parsed)
-
-    return _engine(f"{path}.columns" if parsed is not None else path, build)
 
 
 def _compile_reduce(plan: dict, env: _Env, path: str) -> Collection:

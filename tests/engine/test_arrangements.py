@@ -142,3 +142,54 @@ def test_a_reduce_output_arranged_by_its_groups_is_the_reduce_itself() -> None:
         contents.update(k for k, _ in batch)
         want = Counter({(k, n, n): 1 for k, n in contents.items()})
         assert +got == want, t
+
+
+def test_a_join_reads_the_left_arrangement_it_is_given() -> None:
+    """``join(..., arranged=a)`` reads ``a`` (an arrangement of the left collection by the
+    left columns) in place of a new one, for inner, semi and anti joins alike; one by other
+    columns is refused. Inside a loop, a collection arranged by the same columns again reads
+    the first arrangement."""
+    from engine.errors import SchemaError
+    from engine.operators.arrange import Arrange
+
+    g = Graph()
+    hl, left = g.new_input([("k", "int"), ("v", "int")])
+    hr, right = g.new_input([("k", "int")])
+    by_k = left.arrange_by_key(["k"])
+    before = sum(isinstance(op, Arrange) for op in g.scope.operators)
+    outs = {
+        how: left.join(right, on=[("k", "k")], how=how, arranged=by_k).capture()
+        for how in ("inner", "semi", "anti")
+    }
+    # the right side arranged once per join, the left never again
+    assert sum(isinstance(op, Arrange) for op in g.scope.operators) == before + 3
+    with pytest.raises(SchemaError, match="arrangement is by"):
+        left.join(right, on=[("v", "k")], arranged=by_k)
+    hl.send_rows([(1, 10), (2, 20), (2, 21)], 0)
+    hr.send_rows([(2,), (3,)], 0)
+    hl.advance_to(1)
+    hr.advance_to(1)
+    g.step()
+    got = {how: {row for (row, _), d in _rows(c.drain()).items() if d} for how, c in outs.items()}
+    assert got == {
+        "inner": {(2, 20), (2, 21)},
+        "semi": {(2, 20), (2, 21)},
+        "anti": {(1, 10)},
+    }
+
+    scopes = []
+
+    def body(x):  # type: ignore[no-untyped-def]
+        scopes.append(x.scope)
+        a = x.join(right, on=[("k", "k")], columns={"k": "left.k", "v": "left.v"})
+        b = x.join(right, on=[("k", "k")], how="semi")
+        assert x.arrange_by_key(["k"]).op is x.arrange_by_key(["k"]).op
+        return a.concat(b).distinct()
+
+    left.iterate(body)
+    keyed = [op for op in scopes[0].operators if isinstance(op, Arrange)]
+    # the var by k, the entered right side by k, the distinct's input: once each
+    assert sorted(op.name for op in keyed) == sorted(
+        ["arrange by [k]", "arrange by [k]", "arrange by self"]
+    ), [op.name for op in keyed]
+    assert len({id(op.inputs[0]) for op in keyed}) == 3

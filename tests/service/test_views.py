@@ -814,3 +814,55 @@ def test_a_var_joined_twice_by_the_same_columns_is_arranged_once(
         db = Database.from_counters(schemas, contents)
         want = {(("a", a), ("b", b)): n for (a, b), n in evaluate(plan, db).rows.items()}
         assert row_counts(client, f"{name}_v") == want, (table, body)
+
+
+def test_semi_and_anti_joins_of_tables_read_their_shared_arrangements(
+    client: httpx.Client, name: str
+) -> None:
+    """At the top level, a semi- or anti-join of two tables reads both tables' shared
+    arrangements, as an inner join does (audit 30: its left side was arranged anew): the
+    three views below hold no arrangement of their own but the `present` keys and their
+    outputs, and each shared one lists the other views."""
+    t, u = f"{name}_t", f"{name}_u"
+    make_table(client, t, [("k", "int"), ("v", "int")])
+    make_table(client, u, [("k", "int")])
+    write(client, t, {"columns": {"k": [1, 2, 2, 3], "v": [10, 20, 21, 30]}})
+    write(client, u, {"columns": {"k": [2, 3, 3]}})
+    views = {}
+    for how in ("inner", "semi", "anti"):
+        plan = {
+            "op": "join",
+            "how": how,
+            "left": {"op": "table", "name": t},
+            "right": {"op": "table", "name": u},
+            "on": [["k", "k"]],
+        }
+        views[how] = f"{name}_{how}"
+        r = client.post("/v1/views", json={"name": views[how], "query": plan})
+        assert r.status_code == 201, r.text
+    for how, view in views.items():
+        desc = client.get(f"/v1/views/{view}").json()
+        shared = sorted(a["name"] for a in desc["arrangements"] if a["shared_with"])
+        own = sorted(a["name"] for a in desc["arrangements"] if not a["shared_with"])
+        assert len(shared) == 2, desc["arrangements"]
+        assert own == sorted([view, *(["present"] if how != "inner" else [])]), own
+    want = {
+        "semi": {(("k", 2), ("v", 20)): 1, (("k", 2), ("v", 21)): 1, (("k", 3), ("v", 30)): 1},
+        "anti": {(("k", 1), ("v", 10)): 1},
+    }
+    for how, rows_ in want.items():
+        assert row_counts(client, views[how]) == rows_
+    write(client, u, {"updates": [{"delete": {"k": 2}}, {"insert": {"k": 1}}]})
+    write(client, t, {"updates": [{"insert": {"k": 4, "v": 40}}]})
+    assert row_counts(client, views["semi"]) == {
+        (("k", 1), ("v", 10)): 1,
+        (("k", 3), ("v", 30)): 1,
+    }
+    assert row_counts(client, views["anti"]) == {
+        (("k", 2), ("v", 20)): 1,
+        (("k", 2), ("v", 21)): 1,
+        (("k", 4), ("v", 40)): 1,
+    }
+    assert client.delete(f"/v1/views/{views['inner']}").status_code == 204
+    write(client, t, {"updates": [{"delete": {"k": 3, "v": 30}}]})
+    assert row_counts(client, views["semi"]) == {(("k", 1), ("v", 10)): 1}
