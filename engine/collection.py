@@ -9,6 +9,7 @@ belongs to an enclosing scope is entered automatically.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from engine.errors import GraphError, SchemaError
 from engine.expr import Bound, Expr, col, lit
@@ -68,11 +69,7 @@ def _enter_chain(op: Operator, scope: Scope) -> Operator:
     current = op
     for inner in reversed(chain):
         assert isinstance(inner, LoopScope)
-        cache = inner.entered
-        key = id(current)
-        if key not in cache:
-            cache[key] = Enter(inner, current)
-        current = cache[key]
+        current = inner.once(("enter", id(current), ()), partial(Enter, inner, current))
     return current
 
 
@@ -151,23 +148,26 @@ class Collection:
             return Arrangement(Arrange(self.scope, op, idx, name))
         if isinstance(op, (Arrange, Reduce)) and list(op.layout.key_cols) == idx:
             return Arrangement(op)
-        scope = self.scope
-        if not isinstance(scope, LoopScope):
-            # no cache in the root scope: its operators may be shared by dataflows that come
-            # and go (a service's views), which must not hand each other arrangements
-            return Arrangement(Arrange(scope, op, idx, f"arrange by [{', '.join(keys)}]"))
-        key = (id(op), tuple(idx))
-        arranged = scope.arranged.get(key)
-        if arranged is None:
-            arranged = Arrange(scope, op, idx, f"arrange by [{', '.join(keys)}]")
-            scope.arranged[key] = arranged
-        assert isinstance(arranged, Arrange)
-        return Arrangement(arranged)
+        return self._arranged(idx, f"arrange by [{', '.join(keys)}]")
 
     def arrange_by_self(self, name: str = "") -> Arrangement:
-        return Arrangement(
-            Arrange(self.scope, self.op, range(len(self.schema)), name or "arrange by self")
-        )
+        idx = list(range(len(self.schema)))
+        if name:
+            return Arrangement(Arrange(self.scope, self.op, idx, name))
+        return self._arranged(idx, "arrange by self")
+
+    def _arranged(self, idx: list[int], label: str) -> Arrangement:
+        """A new arrangement of this collection by columns ``idx``; inside a loop, the one
+        made before by the same columns, if any. The root scope keeps none: its operators
+        may be shared by dataflows that come and go (a service's views), which must not hand
+        each other arrangements."""
+        scope = self.scope
+        make = lambda: Arrange(scope, self.op, idx, label)  # noqa: E731
+        if not isinstance(scope, LoopScope):
+            return Arrangement(make())
+        arranged = scope.once(("arrange", id(self.op), tuple(idx)), make)
+        assert isinstance(arranged, Arrange)
+        return Arrangement(arranged)
 
     # -- joins ----------------------------------------------------------------------------
     def join(
@@ -214,9 +214,18 @@ class Collection:
         left_c = self._in(scope)
         right = other._arranged_by(rkeys, scope)
         key_schema = right.schema.select(right.op.layout.key_cols)
-        present = Reduce(
-            scope, right.op, PresenceKernel(), key_schema, Layout.by_self(len(rkeys)), "present"
+
+        def make() -> Reduce:
+            layout = Layout.by_self(len(rkeys))
+            return Reduce(scope, right.op, PresenceKernel(), key_schema, layout, "present")
+
+        # the keys present on the right: inside a loop, once for every semi and anti join
+        present = (
+            scope.once(("present", id(right.op), ()), make)
+            if isinstance(scope, LoopScope)
+            else make()
         )
+        assert isinstance(present, Reduce)
         # a collection semi-joined with itself on the same columns: one arrangement
         if other is self and lkeys == rkeys:
             left = right

@@ -183,13 +183,19 @@ def test_a_join_reads_the_left_arrangement_it_is_given() -> None:
         scopes.append(x.scope)
         a = x.join(right, on=[("k", "k")], columns={"k": "left.k", "v": "left.v"})
         b = x.join(right, on=[("k", "k")], how="semi")
+        c = x.join(right, on=[("k", "k")], how="anti")
         assert x.arrange_by_key(["k"]).op is x.arrange_by_key(["k"]).op
-        return a.concat(b).distinct()
+        assert x.arrange_by_self().op is x.arrange_by_key(["k", "v"]).op
+        return a.concat(b, c, x.threshold(2)).distinct()
 
     left.iterate(body)
-    keyed = [op for op in scopes[0].operators if isinstance(op, Arrange)]
-    # the var by k, the entered right side by k, the distinct's input: once each
+    inner = scopes[0].operators
+    keyed = [op for op in inner if isinstance(op, Arrange)]
+    # the var by k and by itself (the threshold's input), the entered right side by k, the
+    # distinct's input: once each
     assert sorted(op.name for op in keyed) == sorted(
-        ["arrange by [k]", "arrange by [k]", "arrange by self"]
+        ["arrange by [k]", "arrange by [k]", "arrange by self", "arrange by self"]
     ), [op.name for op in keyed]
     assert len({id(op.inputs[0]) for op in keyed}) == 3
+    # the semi and the anti join read one set of the right side's keys
+    assert [op.name for op in inner].count("present") == 1

@@ -752,9 +752,10 @@ def test_a_subplan_semi_and_anti_joined_with_itself_is_arranged_once(
 def test_a_var_joined_twice_by_the_same_columns_is_arranged_once(
     client: httpx.Client, name: str
 ) -> None:
-    """In a loop, a var joined on ``b`` by an inner join and by a semi-join, and a table
-    joined on ``src`` by both, are each arranged once (audit 31: the var was arranged once
-    per join). Checked against the from-scratch evaluator after each write."""
+    """In a loop, a var joined on ``b`` by an inner, a semi- and an anti-join, and a table
+    joined on ``src`` by all three, are each arranged once (audit 31: the var was arranged
+    once per join), and the table's keys counted once for the semi- and the anti-join
+    (audit 32). Checked against the from-scratch evaluator after each write."""
     from tests.oracle.evaluate import Database, evaluate
 
     p, e = f"{name}_p", f"{name}_e"
@@ -769,13 +770,14 @@ def test_a_var_joined_twice_by_the_same_columns_is_arranged_once(
         "columns": {"a": "left.a", "b": "right.dst"},
     }
     ends = {"op": "join", "how": "semi", "left": var, "right": edges, "on": [["b", "src"]]}
+    stuck = {**ends, "how": "anti"}
     plan = {
         "op": "iterate",
         "vars": {"x": {"op": "table", "name": p}},
         "body": {
             "x": {
                 "op": "distinct",
-                "input": {"op": "concat", "inputs": [var, step, ends]},
+                "input": {"op": "concat", "inputs": [var, step, ends, stuck]},
             }
         },
         "result": "x",
