@@ -157,14 +157,10 @@ class Collection:
         return self._arranged(idx, "arrange by self")
 
     def _arranged(self, idx: list[int], label: str) -> Arrangement:
-        """A new arrangement of this collection by columns ``idx``; inside a loop, the one
-        made before by the same columns, if any. The root scope keeps none: its operators
-        may be shared by dataflows that come and go (a service's views), which must not hand
-        each other arrangements."""
+        """A new arrangement of this collection by columns ``idx``, or the one made before
+        by the same columns where the scope keeps them (``Scope.once``)."""
         scope = self.scope
-        make = lambda: Arrange(scope, self.op, idx, label)  # noqa: E731
-        if not isinstance(scope, LoopScope):
-            return Arrangement(make())
+        make = partial(Arrange, scope, self.op, idx, label)
         arranged = scope.once(("arrange", id(self.op), tuple(idx)), make)
         assert isinstance(arranged, Arrange)
         return Arrangement(arranged)
@@ -219,12 +215,9 @@ class Collection:
             layout = Layout.by_self(len(rkeys))
             return Reduce(scope, right.op, PresenceKernel(), key_schema, layout, "present")
 
-        # the keys present on the right: inside a loop, once for every semi and anti join
-        present = (
-            scope.once(("present", id(right.op), ()), make)
-            if isinstance(scope, LoopScope)
-            else make()
-        )
+        # the keys present on the right: once for every semi and anti join where the scope
+        # keeps what it built
+        present = scope.once(("present", id(right.op), ()), make)
         assert isinstance(present, Reduce)
         # a collection semi-joined with itself on the same columns: one arrangement
         if other is self and lkeys == rkeys:

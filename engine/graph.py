@@ -12,6 +12,7 @@ reads (``Arrangement.as_collection``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 from engine.collection import Arrangement, Collection
 from engine.errors import StepError
@@ -70,6 +71,21 @@ class Graph:
             raise StepError(failures)
         for spine in _spines(self.scope):
             spine.settle()
+
+    @contextmanager
+    def building(self) -> Iterator[None]:
+        """Meanwhile, the root scope keeps what it builds for sharing (``Scope.once``), as
+        loop scopes always do: one dataflow's collection arranged twice by the same columns
+        reads one arrangement. Build one dataflow (a service's view) inside it: outside, two
+        dataflows would share operators, and dropping one would break the other."""
+        if self.scope.built is not None:  # nested: the outer build goes on
+            yield
+            return
+        self.scope.built = {}
+        try:
+            yield
+        finally:
+            self.scope.built = None
 
     def drop(self, ops: Sequence[Operator]) -> None:
         """Remove operators (and their loops) from the graph, releasing their trace readers."""

@@ -186,7 +186,8 @@ class Catalog:
 
         sources = Sources(self._lookup, content, arranged)
         try:
-            compiled = compile_plan(spec["query"], sources, self.settings.iterate_round_limit)
+            with self.graph.building():  # one view's operators shared within it
+                compiled = compile_plan(spec["query"], sources, self.settings.iterate_round_limit)
             final = compiled.collection
             output = (
                 Arrangement(final.op)

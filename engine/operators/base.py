@@ -12,7 +12,7 @@ holds data start from its whole content (that is how a dataflow built later hydr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -41,6 +41,12 @@ class Scope:
         self.is_loop = parent is not None  # an attribute: read by every operator every round
         self.round = 0  # loop scopes: the iteration being delivered
         self.interner: StringInterner | None = parent.interner if parent is not None else None
+        # operators built once and read by many (see ``once``): always in a loop scope (its
+        # operators all belong to one dataflow, and go with it); in the root scope only while
+        # one dataflow is built (``Graph.building``), for root operators may be shared by
+        # dataflows that come and go (a service's views), which must not hand each other
+        # what they built
+        self.built: dict[tuple[str, int, tuple[int, ...]], Operator] | None = None
 
     @property
     def root(self) -> Scope:
@@ -51,6 +57,18 @@ class Scope:
 
     def depth(self) -> int:
         return 0 if self.parent is None else 1 + self.parent.depth()
+
+    def once(self, key: tuple[str, int, tuple[int, ...]], make: Callable[[], Operator]) -> Operator:
+        """The operator built for ``key`` (``("enter" | "arrange" | "present", id of its
+        input, key columns)``), made by ``make`` the first time; a new one every time where
+        the scope keeps none."""
+        built = self.built
+        if built is None:
+            return make()
+        op = built.get(key)
+        if op is None:
+            op = built[key] = make()
+        return op
 
     def add(self, op: Operator) -> None:
         self.operators.append(op)

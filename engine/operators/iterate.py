@@ -16,7 +16,7 @@ whose outer part is complete; when there is none the region is done for this par
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -39,18 +39,7 @@ class LoopScope(Scope):
     def __init__(self, parent: Scope, dims: int, name: str) -> None:
         super().__init__(parent, dims, name)
         self.region: LoopRegion | None = None
-        # operators of this scope built once and read by many (all belong to the loop's
-        # dataflow, and go when it goes), by what they are, the id of the operator they
-        # read, and their key columns (see ``once``)
-        self.built: dict[tuple[str, int, tuple[int, ...]], Operator] = {}
-
-    def once(self, key: tuple[str, int, tuple[int, ...]], make: Callable[[], Operator]) -> Operator:
-        """The operator built for ``key`` (``("enter" | "arrange" | "present", id of its
-        input, key columns)``), made by ``make`` the first time."""
-        op = self.built.get(key)
-        if op is None:
-            op = self.built[key] = make()
-        return op
+        self.built = {}  # see Scope.once
 
 
 class Enter(Operator):

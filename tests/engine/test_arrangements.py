@@ -199,3 +199,28 @@ def test_a_join_reads_the_left_arrangement_it_is_given() -> None:
     assert len({id(op.inputs[0]) for op in keyed}) == 3
     # the semi and the anti join read one set of the right side's keys
     assert [op.name for op in inner].count("present") == 1
+
+
+def test_the_root_scope_shares_what_it_builds_only_while_building() -> None:
+    """Inside ``Graph.building()``, the root scope hands a collection arranged again by the
+    same columns the first arrangement, and the same present keys to a semi- and an
+    anti-join, as a loop scope always does; outside it (dataflows that come and go share the
+    root), every call builds its own."""
+    from engine.operators.arrange import Arrange
+
+    g = Graph()
+    _, rows = g.new_input([("k", "int"), ("v", "int")])
+    _, keys = g.new_input([("k", "int")])
+    assert rows.arrange_by_key(["k"]).op is not rows.arrange_by_key(["k"]).op
+    with g.building():
+        first = rows.arrange_by_key(["k"])
+        assert rows.arrange_by_key(["k"]).op is first.op
+        assert rows.arrange_by_self().op is rows.arrange_by_key(["k", "v"]).op
+        mark = len(g.scope.operators)
+        rows.join(keys, on=[("k", "k")], how="semi")
+        rows.join(keys, on=[("k", "k")], how="anti")
+        made = g.operators_since(mark)
+        assert [op.name for op in made].count("present") == 1
+        # the left side read the first arrangement; the right one arranged once
+        assert sum(isinstance(op, Arrange) for op in made) == 1
+    assert rows.arrange_by_key(["k"]).op is not first.op

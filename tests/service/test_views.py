@@ -868,3 +868,71 @@ def test_semi_and_anti_joins_of_tables_read_their_shared_arrangements(
     assert client.delete(f"/v1/views/{views['inner']}").status_code == 204
     write(client, t, {"updates": [{"delete": {"k": 3, "v": 30}}]})
     assert row_counts(client, views["semi"]) == {(("k", 1), ("v", 10)): 1}
+
+
+def test_a_subplan_joined_twice_at_the_top_level_is_arranged_once(
+    client: httpx.Client, name: str
+) -> None:
+    """Outside loops too, one view arranges a subplan once per set of columns, however many
+    joins read it: a filter joined on ``k`` with two tables by inner joins, and a semi- and
+    an anti-join against one table's shared arrangement, which count its keys once (audit
+    32). A second view builds its own. Checked against the evaluator after each write."""
+    from tests.oracle.evaluate import Database, evaluate
+
+    t, u, w = f"{name}_t", f"{name}_u", f"{name}_w"
+    schemas = {t: [("k", "int"), ("v", "int")], u: [("k", "int")], w: [("k", "int")]}
+    for table, cols in schemas.items():
+        make_table(client, table, cols)
+    kept = {
+        "op": "filter",
+        "input": {"op": "table", "name": t},
+        "where": {"fn": "gt", "args": ["v", 0]},
+    }
+
+    def join(right: str, how: str) -> dict:
+        plan = {
+            "op": "join",
+            "how": how,
+            "left": kept,
+            "right": {"op": "table", "name": right},
+            "on": [["k", "k"]],
+        }
+        return plan if how != "inner" else {**plan, "columns": {"k": "left.k", "v": "left.v"}}
+
+    plan = {
+        "op": "concat",
+        "inputs": [join(u, "inner"), join(w, "inner"), join(u, "semi"), join(u, "anti")],
+    }
+    for view in (f"{name}_a", f"{name}_b"):
+        r = client.post("/v1/views", json={"name": view, "query": plan})
+        assert r.status_code == 201, r.text
+        arrangements = client.get(f"/v1/views/{view}").json()["arrangements"]
+        names = sorted(a["name"] for a in arrangements)
+        # the filter by k, the keys of u, the view's own; u's and w's shared ones by k
+        mine = ["arrange by [k]", "present", view, f"{u} by [k]", f"{w} by [k]"]
+        assert names == sorted(mine), arrangements
+    contents: dict[str, dict[tuple, int]] = {table: defaultdict(int) for table in schemas}
+    writes = [
+        (t, {"columns": {"k": [1, 2, 2, 3, 4], "v": [1, 2, -2, 3, 4]}}),
+        (u, {"columns": {"k": [2, 3, 3]}}),
+        (w, {"columns": {"k": [1, 2, 5]}}),
+        (u, {"updates": [{"delete": {"k": 3}}, {"insert": {"k": 4}}]}),
+        (t, {"updates": [{"weight": 2, "data": {"k": 5, "v": 9}}, {"delete": {"k": 1, "v": 1}}]}),
+    ]
+    for table, body in writes:
+        write(client, table, body)
+        cols = [c for c, _ in schemas[table]]
+        if "columns" in body:
+            for row in zip(*(body["columns"][c] for c in cols), strict=True):
+                contents[table][row] += 1
+        for up in body.get("updates", []):
+            for kind, sign in (("insert", 1), ("delete", -1), ("data", up.get("weight", 1))):
+                if kind in up:
+                    contents[table][tuple(up[kind][c] for c in cols)] += sign
+        db = Database.from_counters(schemas, contents)
+        want = {(("k", k), ("v", v)): n for (k, v), n in evaluate(plan, db).rows.items()}
+        for view in (f"{name}_a", f"{name}_b"):
+            assert row_counts(client, view) == want, (view, table, body)
+    assert client.delete(f"/v1/views/{name}_a").status_code == 204
+    write(client, t, {"updates": [{"insert": {"k": 2, "v": 7}}]})
+    assert (("k", 2), ("v", 7)) in row_counts(client, f"{name}_b")
