@@ -805,17 +805,22 @@ def test_a_var_joined_twice_by_the_same_columns_is_arranged_once(
     ]
     for table, body in writes:
         write(client, table, body)
-        cols = [c for c, _ in schemas[table]]
-        if "columns" in body:
-            for row in zip(*(body["columns"][c] for c in cols), strict=True):
-                contents[table][row] += 1
-        for u in body.get("updates", []):
-            for kind, sign in (("insert", 1), ("delete", -1), ("data", u.get("weight", 1))):
-                if kind in u:
-                    contents[table][tuple(u[kind][c] for c in cols)] += sign
+        _written(contents[table], [c for c, _ in schemas[table]], body)
         db = Database.from_counters(schemas, contents)
         want = {(("a", a), ("b", b)): n for (a, b), n in evaluate(plan, db).rows.items()}
         assert row_counts(client, f"{name}_v") == want, (table, body)
+
+
+def _written(contents: dict[tuple, int], cols: list[str], body: dict) -> None:
+    """Add a write's rows (columnar, or updates: insert, delete, weighted data) to a table's
+    counts by row."""
+    if "columns" in body:
+        for row in zip(*(body["columns"][c] for c in cols), strict=True):
+            contents[row] += 1
+    for up in body.get("updates", []):
+        for kind, sign in (("insert", 1), ("delete", -1), ("data", up.get("weight", 1))):
+            if kind in up:
+                contents[tuple(up[kind][c] for c in cols)] += sign
 
 
 def test_semi_and_anti_joins_of_tables_read_their_shared_arrangements(
@@ -921,14 +926,7 @@ def test_a_subplan_joined_twice_at_the_top_level_is_arranged_once(
     ]
     for table, body in writes:
         write(client, table, body)
-        cols = [c for c, _ in schemas[table]]
-        if "columns" in body:
-            for row in zip(*(body["columns"][c] for c in cols), strict=True):
-                contents[table][row] += 1
-        for up in body.get("updates", []):
-            for kind, sign in (("insert", 1), ("delete", -1), ("data", up.get("weight", 1))):
-                if kind in up:
-                    contents[table][tuple(up[kind][c] for c in cols)] += sign
+        _written(contents[table], [c for c, _ in schemas[table]], body)
         db = Database.from_counters(schemas, contents)
         want = {(("k", k), ("v", v)): n for (k, v), n in evaluate(plan, db).rows.items()}
         for view in (f"{name}_a", f"{name}_b"):
