@@ -140,7 +140,8 @@ class Collection:
     def arrange_by_key(self, keys: Sequence[str], name: str = "") -> Arrangement:
         """This collection arranged by ``keys``: the output of an operator that keeps it
         arranged so already (a reduce's, by its groups) is that arrangement, unless a
-        ``name`` asks for one of its own. Inside a loop, a collection arranged by the same
+        ``name`` asks for one of its own. Where the scope keeps what it builds (a loop's,
+        always; the root's, inside ``Graph.building``), a collection arranged by the same
         keys again (a var joined twice, say) reads the first arrangement."""
         idx = self.schema.indices(keys)
         op = self.op
@@ -242,7 +243,7 @@ class Collection:
         self, keys: Sequence[str], scope: Scope, arranged: Arrangement | None = None
     ) -> Arrangement:
         """This collection in ``scope`` arranged by ``keys``: ``arranged`` where it stands in
-        that scope (the caller checked its keys), else a new (or a loop's) arrangement."""
+        that scope (the caller checked its keys), else :meth:`arrange_by_key`'s."""
         if arranged is not None and arranged.scope is scope:
             return arranged
         return self._in(scope).arrange_by_key(keys)
