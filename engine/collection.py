@@ -173,28 +173,18 @@ class Collection:
         on: Sequence[tuple[str, str]],
         how: str = "inner",
         columns: Mapping[str, ExprLike] | None = None,
-        arranged: Arrangement | None = None,
     ) -> Collection:
         """Equi-join. ``inner``: left columns + right non-key columns, or ``columns`` with
         expressions over ``left.x`` / ``right.x``; ``semi``/``anti``: left rows whose key is /
-        is not present on the right, with their own counts. ``arranged``: this collection
-        already arranged by the left columns (a shared arrangement), read in place of a new
-        arrangement where the join stands in its scope."""
+        is not present on the right, with their own counts."""
         lkeys = [l for l, _ in on]
         rkeys = [r for _, r in on]
-        if arranged is not None and (
-            arranged.key_columns != lkeys or arranged.schema != self.schema
-        ):
-            raise SchemaError(
-                f"the left side's arrangement is by {arranged.key_columns}, "
-                f"not by the join's left columns {lkeys}"
-            )
         if how in ("semi", "anti"):
-            return self._semi(other, lkeys, rkeys, anti=how == "anti", arranged=arranged)
+            return self._semi(other, lkeys, rkeys, anti=how == "anti")
         if how != "inner":
             raise SchemaError(f"join how must be inner, semi or anti, not {how!r}")
         scope = _deepest([self.scope, other.scope])
-        left = self._arranged_by(lkeys, scope, arranged)
+        left = self._arranged_by(lkeys, scope)
         # a collection joined with itself on the same columns: one arrangement
         right = left if other is self and lkeys == rkeys else other._arranged_by(rkeys, scope)
         return left.join(right, columns)
@@ -205,7 +195,6 @@ class Collection:
         lkeys: list[str],
         rkeys: list[str],
         anti: bool,
-        arranged: Arrangement | None,
     ) -> Collection:
         scope = _deepest([self.scope, other.scope])
         left_c = self._in(scope)
@@ -221,10 +210,7 @@ class Collection:
         present = scope.once(("present", id(right.op), ()), make)
         assert isinstance(present, Reduce)
         # a collection semi-joined with itself on the same columns: one arrangement
-        if other is self and lkeys == rkeys:
-            left = right
-        else:
-            left = self._arranged_by(lkeys, scope, arranged)
+        left = right if other is self and lkeys == rkeys else left_c.arrange_by_key(lkeys)
         outputs = [(0, i) for i in range(len(left_c.schema))]
         semi = Collection(Join(scope, left.op, present, outputs, left_c.schema))
         return left_c.concat(semi.negate()) if anti else semi
@@ -239,13 +225,7 @@ class Collection:
     ) -> Collection:
         return self.join(other, on, how="anti")
 
-    def _arranged_by(
-        self, keys: Sequence[str], scope: Scope, arranged: Arrangement | None = None
-    ) -> Arrangement:
-        """This collection in ``scope`` arranged by ``keys``: ``arranged`` where it stands in
-        that scope (the caller checked its keys), else :meth:`arrange_by_key`'s."""
-        if arranged is not None and arranged.scope is scope:
-            return arranged
+    def _arranged_by(self, keys: Sequence[str], scope: Scope) -> Arrangement:
         return self._in(scope).arrange_by_key(keys)
 
     # -- reductions ---------------------------------------------------------------------

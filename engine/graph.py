@@ -11,14 +11,14 @@ reads (``Arrangement.as_collection``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from engine.collection import Arrangement, Collection
 from engine.errors import StepError
 from engine.interning import StringInterner
 from engine.operators.arrange import Arrange
-from engine.operators.base import Operator, Scope
+from engine.operators.base import BuiltKey, Operator, Scope
 from engine.operators.input import InputHandle, InputOp
 from engine.operators.iterate import LoopRegion
 from engine.operators.reduce import Reduce
@@ -73,19 +73,24 @@ class Graph:
             spine.settle()
 
     @contextmanager
-    def building(self) -> Iterator[None]:
+    def building(
+        self, provide: Callable[[BuiltKey], Operator | None] | None = None
+    ) -> Iterator[None]:
         """Meanwhile, the root scope keeps what it builds for sharing (``Scope.once``), as
         loop scopes always do: one dataflow's collection arranged twice by the same columns
         reads one arrangement. Build one dataflow (a service's view) inside it: outside, two
-        dataflows would share operators, and dropping one would break the other."""
-        if self.scope.built is not None:  # nested: the outer build goes on
+        dataflows would share operators, and dropping one would break the other. ``provide``
+        offers operators kept outside the dataflow to read in place of new ones (a service's
+        shared arrangements of the tables a view reads)."""
+        scope = self.scope
+        if scope.built is not None:  # nested: the outer build goes on
             yield
             return
-        self.scope.built = {}
+        scope.built, scope.provide = {}, provide
         try:
             yield
         finally:
-            self.scope.built = None
+            scope.built, scope.provide = None, None
 
     def drop(self, ops: Sequence[Operator]) -> None:
         """Remove operators (and their loops) from the graph, releasing their trace readers."""

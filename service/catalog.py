@@ -15,6 +15,7 @@ import numpy as np
 from engine import Antichain, Arrangement, Collection, Graph, Schema, UpdateBatch, consolidate
 from engine.lattice import leq
 from engine.operators import Arrange, AsCollection, Capture, Operator, Reduce
+from engine.operators.base import BuiltKey
 from engine.progress import meet_all
 from service.codec import decode_rows, frontier_to_wire, time_from_text, time_to_wire
 from service.errors import Conflict, Invalid, NotFound
@@ -176,17 +177,36 @@ class Catalog:
             hydrating.append(op)
             return Collection(op)
 
-        def arranged(source: str, keys: list[str]) -> Arrangement:
+        reads: dict[int, tuple[str, Collection]] = {}  # the plan's reads of its sources
+
+        def read(source: str) -> Collection:
+            c = content(source)
+            reads[id(c.op)] = (source, c)
+            return c
+
+        def offer(key: BuiltKey) -> Operator | None:
+            """A source read by the plan, arranged in the root scope: the catalog's shared
+            arrangement by those columns (made if none is yet), read by every view that
+            arranges the source so."""
+            kind, op_id, cols = key
+            if kind != "arrange" or op_id not in reads:
+                return None
+            source, c = reads[op_id]
+            keys = [c.schema.names[i] for i in cols]
             entry = self.shared.get(source, keys)
             if entry is None:
-                entry = self.shared.create(source, keys, content(source))
+                # its content as the source holds it, not advanced to this view's start: a
+                # view registered later may start earlier (it reads inputs this one does
+                # not, which lag), and reads it from there
+                whole = Collection(AsCollection(self.graph.scope, self._source(source).op))
+                entry = self.shared.create(source, keys, whole)
                 created_shared.append((source, tuple(keys)))
             used_shared.append(entry)
-            return entry.arrangement
+            return entry.arrangement.op
 
-        sources = Sources(self._lookup, content, arranged)
+        sources = Sources(self._lookup, read)
         try:
-            with self.graph.building():  # one view's operators shared within it
+            with self.graph.building(offer):  # one view's operators shared within it
                 compiled = compile_plan(spec["query"], sources, self.settings.iterate_round_limit)
             final = compiled.collection
             output = (
@@ -230,7 +250,7 @@ class Catalog:
         live = _feeding([capture, output.op])
         self.graph.drop([op for op in ops if id(op) not in live])
         ops = [op for op in ops if id(op) in live]
-        hydrating = [op for op in hydrating if id(op) in live or id(op) in shared_ops]
+        hydrating = [op for op in hydrating if id(op) in live]
         tables: set[str] = set()
         for src in compiled.inputs:
             tables |= {src} if src in self.tables else self.views[src].tables

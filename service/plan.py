@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import (
-    Arrangement,
     Collection,
     ColumnType,
     EngineError,
@@ -72,17 +71,16 @@ class Domain:
 
 
 class Sources:
-    """What a plan may read: tables and views by name, as collections or shared arrangements."""
+    """What a plan may read: tables and views by name, as collections (arranged at the top
+    level, they read the catalog's shared arrangements: ``Graph.building``'s ``provide``)."""
 
     def __init__(
         self,
         lookup: Callable[[str], tuple[str, Domain, str | None] | None],
         collection: Callable[[str], Collection],
-        arranged: Callable[[str, list[str]], Arrangement],
     ) -> None:
         self._lookup = lookup
         self._collection = collection
-        self._arranged = arranged
         self._collections: dict[str, Collection] = {}
         self.inputs: list[str] = []
         self.domain: Domain | None = None
@@ -118,16 +116,12 @@ class Sources:
             self._collections[name] = self._collection(name)
         return self._collections[name]
 
-    def arranged(self, name: str, keys: list[str]) -> Arrangement:
-        return self._arranged(name, keys)
-
 
 @dataclass
 class CompiledPlan:
     collection: Collection
     inputs: list[str]
     domain: Domain
-    arranged_root: Arrangement | None = None  # set when the root is already an arrangement
 
 
 @dataclass
@@ -360,16 +354,6 @@ def _bind_check(c: Collection, e: Expr, path: str) -> Expr:
     return e
 
 
-def _source_of(plan: Any) -> str | None:
-    if (
-        isinstance(plan, dict)
-        and plan.get("op") in ("table", "view")
-        and isinstance(plan.get("name"), str)
-    ):
-        return str(plan["op"])
-    return None
-
-
 def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
     how = plan.get("how", "inner")
     if how not in HOWS:
@@ -405,25 +389,9 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
                 f"join key {lk!r} is {lt.value} but {rk!r} is {rt.value}",
                 "type_mismatch",
             )
-    shared = not env.in_loop
-    r_arr = (
-        env.sources.arranged(plan["right"]["name"], rkeys)
-        if shared and _source_of(plan["right"])
-        else None
-    )
-    l_arr = (
-        env.sources.arranged(plan["left"]["name"], lkeys)
-        if shared and _source_of(plan["left"])
-        else None
-    )
-    # a source's shared arrangement on a side (outside loops), else the engine's join: it
-    # enters an outer side into a loop and arranges both there, and arranges a collection
-    # joined with itself once (arranging here first would leave arrangements no operator
-    # reads, kept up every step)
-    other: Collection | Arrangement = r_arr if r_arr is not None else right
     pairs = list(zip(lkeys, rkeys, strict=True))
     if how != "inner":
-        return _engine(path, lambda: left.join(other, on=pairs, how=how, arranged=l_arr))
+        return _engine(path, lambda: left.join(right, on=pairs, how=how))
     parsed = None
     if "columns" in plan:
         if not isinstance(columns, dict):
@@ -434,7 +402,7 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
             parsed[name] = parse_expr(e, f"{path}.columns.{name}")
     return _engine(
         f"{path}.columns" if parsed is not None else path,
-        lambda: left.join(other, on=pairs, columns=parsed, arranged=l_arr),
+        lambda: left.join(right, on=pairs, columns=parsed),
     )
 
 

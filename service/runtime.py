@@ -488,6 +488,8 @@ class Runtime:
         content = v.output.op.spine.content().to_updates(v.output.op.layout)
         if not len(content):
             return
+        if v.start is not None:  # changes before it are at it, as ``_collect`` sends them
+            content = UpdateBatch(content.data, advance_by(content.times, v.start), content.diffs)
         done = v.frontier.complete(content.times)
         if t is not None:
             done &= ~(content.times <= np.asarray(t, dtype=np.int64).reshape(-1, 1)).all(axis=0)

@@ -25,7 +25,10 @@ from engine.progress import earliest_ready_round, meet_all
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch, TraceReader
 
-__all__ = ["Arranged", "ArrangementReader", "Operator", "Scope"]
+__all__ = ["Arranged", "ArrangementReader", "BuiltKey", "Operator", "Scope"]
+
+
+BuiltKey = tuple[str, int, tuple[int, ...]]  # see Scope.once
 
 
 class Scope:
@@ -46,7 +49,11 @@ class Scope:
         # one dataflow is built (``Graph.building``), for root operators may be shared by
         # dataflows that come and go (a service's views), which must not hand each other
         # what they built
-        self.built: dict[tuple[str, int, tuple[int, ...]], Operator] | None = None
+        self.built: dict[BuiltKey, Operator] | None = None
+        # the root scope inside ``Graph.building``: what to read in place of building an
+        # operator, where something outside the dataflow already keeps it (a service's
+        # shared arrangement of a table the view reads), or None
+        self.provide: Callable[[BuiltKey], Operator | None] | None = None
 
     @property
     def root(self) -> Scope:
@@ -58,16 +65,17 @@ class Scope:
     def depth(self) -> int:
         return 0 if self.parent is None else 1 + self.parent.depth()
 
-    def once(self, key: tuple[str, int, tuple[int, ...]], make: Callable[[], Operator]) -> Operator:
+    def once(self, key: BuiltKey, make: Callable[[], Operator]) -> Operator:
         """The operator built for ``key`` (``("enter" | "arrange" | "present", id of its
-        input, key columns)``), made by ``make`` the first time; a new one every time where
-        the scope keeps none."""
+        input, key columns)``): the first time, the one ``provide`` offers, else one made by
+        ``make``; a new one every time where the scope keeps none."""
         built = self.built
         if built is None:
             return make()
         op = built.get(key)
         if op is None:
-            op = built[key] = make()
+            offered = self.provide(key) if self.provide is not None else None
+            op = built[key] = offered if offered is not None else make()
         return op
 
     def add(self, op: Operator) -> None:

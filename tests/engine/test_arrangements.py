@@ -144,27 +144,32 @@ def test_a_reduce_output_arranged_by_its_groups_is_the_reduce_itself() -> None:
         assert +got == want, t
 
 
-def test_a_join_reads_the_left_arrangement_it_is_given() -> None:
-    """``join(..., arranged=a)`` reads ``a`` (an arrangement of the left collection by the
-    left columns) in place of a new one, for inner, semi and anti joins alike; one by other
-    columns is refused. Inside a loop, a collection arranged by the same columns again reads
-    the first arrangement."""
-    from engine.errors import SchemaError
+def test_a_build_reads_the_arrangements_offered_to_it() -> None:
+    """Inside ``Graph.building(provide)``, the arrangement ``provide`` offers for a key (a
+    service's shared arrangement of a table) is read in place of a new one, by inner, semi
+    and anti joins alike, and the right side is arranged once for all three. Inside a loop,
+    a collection arranged by the same columns again reads the first arrangement."""
     from engine.operators.arrange import Arrange
 
     g = Graph()
     hl, left = g.new_input([("k", "int"), ("v", "int")])
     hr, right = g.new_input([("k", "int")])
-    by_k = left.arrange_by_key(["k"])
-    before = sum(isinstance(op, Arrange) for op in g.scope.operators)
-    outs = {
-        how: left.join(right, on=[("k", "k")], how=how, arranged=by_k).capture()
-        for how in ("inner", "semi", "anti")
-    }
-    # the right side arranged once per join, the left never again
-    assert sum(isinstance(op, Arrange) for op in g.scope.operators) == before + 3
-    with pytest.raises(SchemaError, match="arrangement is by"):
-        left.join(right, on=[("v", "k")], arranged=by_k)
+    kept = left.arrange_by_key(["k"], name="kept")  # named: a new one, never shared
+
+    def offer(key):  # type: ignore[no-untyped-def]
+        kind, op_id, cols = key
+        return kept.op if (kind, op_id, cols) == ("arrange", id(left.op), (0,)) else None
+
+    with g.building(offer):
+        mark = len(g.scope.operators)
+        outs = {
+            how: left.join(right, on=[("k", "k")], how=how).capture()
+            for how in ("inner", "semi", "anti")
+        }
+        made = g.operators_since(mark)
+    assert sum(isinstance(op, Arrange) for op in made) == 1  # the right side's
+    assert sum(any(i is kept.op for i in op.inputs) for op in made) == 3  # the joins
+    assert [op.name for op in made].count("present") == 1
     hl.send_rows([(1, 10), (2, 20), (2, 21)], 0)
     hr.send_rows([(2,), (3,)], 0)
     hl.advance_to(1)
