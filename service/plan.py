@@ -3,9 +3,10 @@
 ``compile_plan`` walks the JSON tree once, checking every node and expression as it builds
 engine collections, and raises :class:`~service.errors.Invalid` with ``detail.path`` naming
 the offending node (``query.body.reach.left``). Tables and views enter through ``Sources``,
-which hands out each source once per plan and, for joins directly on a source, the shared
-arrangement of that source by those keys. The caller rolls back operators created by a plan
-that fails (see ``Runtime.create_view``).
+which hands out each source once per plan; the caller compiles inside ``Graph.building``,
+whose ``provide`` turns a source arranged at the top level into the catalog's shared
+arrangement of it, and rolls back operators created by a plan that fails (see
+``Catalog.create_view``).
 """
 
 from __future__ import annotations

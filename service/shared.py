@@ -1,7 +1,8 @@
 """Shared arrangements: one arrangement per (source, key columns), read by every view that
-joins that source on those keys. An entry lives while some view uses it; its history reader
-keeps its content queryable at complete times, so a view registered later hydrates from it
-at once."""
+arranges that source by those columns at the top level of its plan (a join on them, a
+reduction by them). It holds the source's content as the source keeps it. An entry lives
+while some view uses it; its history reader keeps its content queryable at complete times,
+so a view registered later hydrates from it at once."""
 
 from __future__ import annotations
 
