@@ -190,11 +190,7 @@ class Collection:
         return left.join(right, columns)
 
     def _semi(
-        self,
-        other: Collection | Arrangement,
-        lkeys: list[str],
-        rkeys: list[str],
-        anti: bool,
+        self, other: Collection | Arrangement, lkeys: list[str], rkeys: list[str], anti: bool
     ) -> Collection:
         scope = _deepest([self.scope, other.scope])
         left_c = self._in(scope)
