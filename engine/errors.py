@@ -8,6 +8,7 @@ One hierarchy; callers catch ``EngineError`` or one of its branches::
      ├── ExpressionError      an expression that does not type-check
      ├── GraphError           wiring that the dataflow cannot run (scopes, dropped parts)
      ├── IterationLimitError  an iterate that found no fixed point within its round limit
+     ├── IterationStopped     an iterate stopped between rounds on request (``stop_on``)
      ├── LimitError           an operator asked to make more rows in one step than it may
      └── StepError            operators that failed during a step (the others still ran)
 
@@ -23,6 +24,7 @@ __all__ = [
     "ExpressionError",
     "GraphError",
     "IterationLimitError",
+    "IterationStopped",
     "LimitError",
     "SchemaError",
     "StepError",
@@ -56,6 +58,11 @@ class GraphError(EngineError):
 
 class IterationLimitError(EngineError):
     """An iterate scope ran more rounds than its limit without reaching a fixed point."""
+
+
+class IterationStopped(EngineError):
+    """An iterate stopped between two rounds because its stop event was set
+    (``LoopRegion.stop_on``): its dataflow was given up while it still ran."""
 
 
 class LimitError(EngineError):

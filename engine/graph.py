@@ -11,6 +11,7 @@ reads (``Arrangement.as_collection``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -97,6 +98,15 @@ class Graph:
         for op in ops:
             op.release()
         self.scope.remove(ops)
+
+    @staticmethod
+    def stop_on(ops: Sequence[Operator], stop: threading.Event | None) -> None:
+        """The loops among ``ops`` stop between rounds once ``stop`` is set: the step then
+        fails them with :class:`IterationStopped` (``LoopRegion.stop_on``; ``None`` undoes
+        it)."""
+        for op in ops:
+            if isinstance(op, LoopRegion):
+                op.stop_on(stop)
 
     def operators_since(self, mark: int) -> list[Operator]:
         """Root operators created after ``mark`` (a previous ``len(graph.scope.operators)``)."""

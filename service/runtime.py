@@ -84,6 +84,9 @@ class Runtime:
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
         self._waits: set[asyncio.Future] = set()  # requests awaiting the engine (event loop)
+        # view registrations queued or running, by name: their stop events (``registering``)
+        self._registering: dict[str, list[threading.Event]] = {}
+        self._registering_lock = threading.Lock()
         self.steps = 0
 
     @property
@@ -96,10 +99,15 @@ class Runtime:
 
     def begin_shutdown(self) -> None:
         """Take no more work: the engine refuses what is queued (503 ``shutting_down``;
-        none of it is applied) and ends after its step in progress."""
+        none of it is applied) and ends after its step in progress (a registration's
+        iterate stops at its next round)."""
         with self._cv:
             self._stopping = True
             self._cv.notify()
+        with self._registering_lock:
+            for stops in self._registering.values():
+                for stop in stops:
+                    stop.set()
 
     async def wind_down(self) -> None:
         """(event loop, after :meth:`begin_shutdown`) Give the engine's step in progress up
@@ -122,8 +130,40 @@ class Runtime:
         self.close_subscribers("server shutting down")
 
     @property
+    def stopping(self) -> bool:
+        """Shutdown has begun (:meth:`begin_shutdown`)."""
+        return self._stopping
+
+    @property
     def queue_depth(self) -> int:
         return len(self._queue)
+
+    # -- view registrations in progress (any thread) ----------------------------------------
+    def registering(self, name: str) -> threading.Event:
+        """The stop event of a registration of view ``name`` about to be queued: set by
+        :meth:`cancel_registration`, it stops the view's iterates between rounds
+        (``Graph.stop_on``). Call :meth:`registered` when the registration has ended."""
+        stop = threading.Event()
+        with self._registering_lock:
+            self._registering.setdefault(name, []).append(stop)
+        return stop
+
+    def registered(self, name: str, stop: threading.Event) -> None:
+        with self._registering_lock:
+            stops = self._registering.get(name, [])
+            if stop in stops:
+                stops.remove(stop)
+            if not stops:
+                self._registering.pop(name, None)
+
+    def cancel_registration(self, name: str) -> bool:
+        """Stop every registration of view ``name`` still queued or running; False if
+        there is none."""
+        with self._registering_lock:
+            stops = list(self._registering.get(name, []))
+        for stop in stops:
+            stop.set()
+        return bool(stops)
 
     # -- submission (any thread) ------------------------------------------------------------
     def submit(self, fn: Callable[[], T]) -> Future:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -20,7 +21,8 @@ from api.models import (
 from api.query import query_value
 from api.responses import JSONResponse
 from service.codec import TIME_TEXT
-from service.errors import Invalid
+from service.errors import Conflict, Invalid, ServiceError, Unavailable
+from service.runtime import Runtime
 
 AS_OF = f"^{TIME_TEXT.pattern}$"  # JSON Schema: the whole value, as the server checks it
 
@@ -40,12 +42,24 @@ router = APIRouter(prefix="/v1", tags=["views"])
     responses={201: {"model": ViewPublic}, **ERRORS},
 )
 async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
+    name = body.get("name")
+    # a DELETE of the name while this is queued or computing cancels it (``drop_view``)
+    stop = rt.registering(name) if isinstance(name, str) else threading.Event()
+
     def create() -> dict[str, Any]:
+        if stop.is_set():
+            raise _stopped(rt, str(name))
         v = rt.catalog.create_view(body)
         rt.adopt_view(v)
-        rt.step()  # hydrate from the current contents of what it reads
+        rt.graph.stop_on(v.ops, stop)
+        try:
+            rt.step()  # hydrate from the current contents of what it reads
+        finally:
+            rt.graph.stop_on(v.ops, None)
         if v.failure is not None:
             rt.drop_view(v.name, rejected=True)
+            if stop.is_set():
+                raise _stopped(rt, v.name)
             raise Invalid(
                 f"the view could not compute its initial contents: {v.failure}",
                 {"path": "query"},
@@ -53,7 +67,27 @@ async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
             )
         return rt.catalog.describe_view(v)
 
-    return JSONResponse(await rt.call(create), status_code=201)
+    try:
+        return JSONResponse(await rt.call(create), status_code=201)
+    finally:
+        if isinstance(name, str):
+            rt.registered(name, stop)
+
+
+def _stopped(rt: Runtime, name: str) -> ServiceError:
+    """Why a registration stopped: the server shutting down, or a DELETE of its name."""
+    if rt.stopping:
+        return Unavailable(
+            f"the server shut down before view {name!r} had its initial contents; it was "
+            "not created",
+            code="shutting_down",
+        )
+    return Conflict(
+        f"the registration of view {name!r} was cancelled by a DELETE of its name before "
+        "its initial contents were complete; nothing of it is kept",
+        {"name": name},
+        "cancelled",
+    )
 
 
 @router.get(
@@ -71,7 +105,11 @@ async def get_view(name: str, rt: RuntimeDep) -> JSONResponse:
 
 @router.delete("/views/{name}", status_code=204, response_class=Response, responses=ERRORS)
 async def drop_view(name: str, rt: RuntimeDep) -> Response:
-    await rt.call(lambda: rt.drop_view(name))
+    if rt.cancel_registration(name):
+        # its registration stops (a 409 ``cancelled``), or had just completed: then it goes
+        await rt.call(lambda: rt.drop_view(name) if name in rt.catalog.views else None)
+    else:
+        await rt.call(lambda: rt.drop_view(name))
     return Response(status_code=204)
 
 

@@ -16,13 +16,14 @@ whose outer part is complete; when there is none the region is done for this par
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from engine.batch import UpdateBatch
 from engine.consolidate import consolidate
-from engine.errors import IterationLimitError
+from engine.errors import IterationLimitError, IterationStopped
 from engine.lattice import Antichain
 from engine.operators.base import Operator, Scope
 from engine.progress import RoundFrontiers
@@ -168,6 +169,17 @@ class LoopRegion(Operator):
         self.owing = [
             op for op in inner.operators if type(op).pending_times is not Operator.pending_times
         ]
+        self.stop: threading.Event | None = None  # see stop_on
+
+    def stop_on(self, stop: threading.Event | None) -> None:
+        """Once ``stop`` is set (from any thread), this loop and the loops nested in it
+        raise :class:`IterationStopped` at the start of their next round (``None``: never).
+        A registration that will not converge can be given up without waiting for its round
+        limit."""
+        self.stop = stop
+        for op in self.inner.operators:
+            if isinstance(op, LoopRegion):
+                op.stop_on(stop)
 
     def _rest(self) -> Antichain:
         """What the inner traces may compact to: the outer frontier they may compact to,
@@ -200,6 +212,8 @@ class LoopRegion(Operator):
         rounds = 0
         round_frontiers = RoundFrontiers(frontier)
         while r is not None:
+            if self.stop is not None and self.stop.is_set():
+                raise IterationStopped(f"iterate stopped at round {rounds}: it was cancelled")
             inner.round = r
             inner.frontier = round_frontiers.at(r)
             for op in inner.operators:

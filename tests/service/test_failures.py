@@ -3,6 +3,11 @@ write while the server, the write and every other view go on."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import time
+
+import httpx
+
 from api.models import ViewPublic, WriteDone
 from tests.service.conftest import assert_error, make_table, row_counts, write
 from tests.service.server import running_server
@@ -81,6 +86,70 @@ def test_divergence_is_contained(tmp_path) -> None:  # type: ignore[no-untyped-d
         assert len(row_counts(c, "plain")) == 2
         assert c.delete("/v1/views/up").status_code == 204
         assert c.get("/healthz").json() == {"status": "ok"}
+
+
+SHIFT = {  # never converges: every round moves each row up by one
+    "op": "iterate",
+    "result": "x",
+    "vars": {"x": {"op": "table", "name": "start"}},
+    "body": {
+        "x": {
+            "op": "select",
+            "input": {"op": "var", "name": "x"},
+            "columns": {"x": {"fn": "add", "args": ["x", 1]}},
+        }
+    },
+}
+
+
+def _cancel(c: httpx.Client, name: str) -> None:
+    """DELETE ``name`` until it answers 204: until the registration running in another
+    thread has reached the server (before, the DELETE finds no such view: 404)."""
+    while True:
+        r = c.delete(f"/v1/views/{name}")
+        if r.status_code == 204:
+            return
+        assert_error(r, 404, "not_found")
+        time.sleep(0.05)
+
+
+def test_a_registration_that_does_not_converge_is_cancelled_by_a_delete(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # a round limit that would take days to reach: only the DELETE ends the registration
+    with (
+        running_server(tmp_path, iterate_round_limit=10**10) as s,
+        s.client() as c,
+        s.client() as other,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        write(c, "start", {"updates": [{"insert": {"x": 0}}]})
+        post = pool.submit(other.post, "/v1/views", json={"name": "shift", "query": SHIFT})
+        _cancel(c, "shift")
+        err = assert_error(post.result(timeout=60), 409, "cancelled")
+        assert err["detail"] == {"name": "shift"} and "DELETE" in err["message"]
+        assert_error(c.get("/v1/views/shift"), 404)
+        assert c.get("/v1/tables/start").json()["readers"] == []
+        # nothing is left: the name registers again, and the table's writes go on
+        bounded = {"name": "shift", "query": {**SHIFT, "max_iterations": 3}}
+        assert c.post("/v1/views", json=bounded).status_code == 201
+        body = write(c, "start", {"updates": [{"insert": {"x": 10}}]})
+        assert [(u["data"], u["diff"]) for u in body["outputs"]["shift"]] == [({"x": 13}, 1)]
+        assert row_counts(c, "shift") == {(("x", 3),): 1, (("x", 13),): 1}
+        # a server shutting down stops a registration too: 503, not a wait for its rounds
+        post = pool.submit(other.post, "/v1/views", json={"name": "again", "query": SHIFT})
+        _wait_until_busy(c)
+        s.process.terminate()
+        assert_error(post.result(timeout=60), 503, "shutting_down")
+
+
+def _wait_until_busy(c: httpx.Client) -> None:
+    """Return once the engine is busy: a read that needs it gets no answer within 2 s."""
+    while True:
+        try:
+            c.get("/v1/tables", timeout=2)
+        except httpx.ReadTimeout:
+            return
+        time.sleep(0.05)
 
 
 def test_a_flat_map_over_a_huge_range_fails_its_view_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]

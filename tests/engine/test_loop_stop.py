@@ -1,0 +1,96 @@
+"""``Graph.stop_on``: loops stop between rounds once their event is set, from any thread,
+nested loops included; loops of other dataflows, and loops whose stop was taken back, run
+as before."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engine import Graph, IterationStopped, StepError, col, iterate
+
+
+def _counting_up(g: Graph, limit: int, nested: bool = False):  # type: ignore[no-untyped-def]
+    """A dataflow whose loop never converges (every round moves its one row up by one),
+    inside an outer loop if ``nested``; returns its input handle and operators."""
+    mark = len(g.scope.operators)
+    handle, xs = g.new_input([("x", "int")], name="up")
+
+    def up(v):  # type: ignore[no-untyped-def]
+        return iterate({"x": v["x"]}, lambda w: {"x": w["x"].select(x=col("x") + 1)}, None, limit)
+
+    if nested:
+        iterate({"x": xs}, lambda v: up(v), None, limit)["x"].capture()
+    else:
+        up({"x": xs})["x"].capture()
+    return handle, g.operators_since(mark)
+
+
+def _reach(g: Graph):  # type: ignore[no-untyped-def]
+    """A converging dataflow beside it: the nodes reachable from node 0."""
+    edges_in, edges = g.new_input([("src", "int"), ("dst", "int")], name="edges")
+    start = edges.filter(col("src").eq(0)).select(node="src").distinct()
+    reach = start.iterate(
+        lambda r: (
+            r.join(edges, on=[("node", "src")], columns={"node": "right.dst"})
+            .concat(start)
+            .distinct()
+        )
+    )
+    return edges_in, reach.capture()
+
+
+def _stopped(exc: pytest.ExceptionInfo[StepError]) -> list[BaseException]:
+    return [e for _, e in exc.value.failures if isinstance(e, IterationStopped)]
+
+
+def test_a_loop_whose_event_is_set_stops_at_its_next_round_and_others_go_on() -> None:
+    g = Graph()
+    up_in, up_ops = _counting_up(g, limit=1_000_000)
+    edges_in, out = _reach(g)
+    stop = threading.Event()
+    stop.set()
+    g.stop_on(up_ops, stop)
+    up_in.send_rows([(0,)], time=0)
+    edges_in.send_rows([(0, 1), (1, 2), (5, 6)], time=0)
+    for h in (up_in, edges_in):
+        h.advance_to(1)
+    with pytest.raises(StepError) as exc:
+        g.step()
+    (err,) = _stopped(exc)
+    assert len(exc.value.failures) == 1
+    assert "round 0" in str(err)
+    batch = out.drain()
+    assert sorted(batch.data[0].tolist()) == [0, 1, 2]  # the other dataflow ran
+
+
+def test_a_loop_stops_when_another_thread_sets_its_event_nested_loops_too() -> None:
+    for nested in (False, True):
+        g = Graph()
+        # a bound it would take minutes to reach: the event, set soon, ends it first
+        up_in, up_ops = _counting_up(g, limit=10_000_000, nested=nested)
+        stop = threading.Event()
+        g.stop_on(up_ops, stop)
+        up_in.send_rows([(0,)], time=0)
+        up_in.advance_to(1)
+        timer = threading.Timer(0.2, stop.set)
+        timer.start()
+        with pytest.raises(StepError) as exc:
+            g.step()
+        timer.join()
+        (err,) = _stopped(exc)
+        assert "round 0" not in str(err)  # it ran until the event came
+
+
+def test_a_stop_taken_back_leaves_the_loop_as_it_was() -> None:
+    g = Graph()
+    edges_in, out = _reach(g)
+    stop = threading.Event()
+    g.stop_on(g.scope.operators, stop)
+    g.stop_on(g.scope.operators, None)
+    stop.set()
+    edges_in.send_rows([(0, 1), (1, 2)], time=0)
+    edges_in.advance_to(1)
+    g.step()
+    assert sorted(out.drain().data[0].tolist()) == [0, 1, 2]
