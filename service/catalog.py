@@ -373,15 +373,14 @@ class Catalog:
         complete time."""
         since = v.history.frontier
         if as_of is None:
-            if v.frontier.is_empty:
+            if v.frontier.is_empty:  # every time is complete: the last one that changed,
+                # and not before the view's start (its trace may hold updates from before
+                # it, read from a shared arrangement that keeps them)
                 content = v.output.op.spine.content()
-                if len(content) == 0:
-                    return (
-                        tuple(int(x) for x in since.elements.max(axis=0))
-                        if not since.is_empty
-                        else None
-                    )
-                return tuple(int(x) for x in content.times.max(axis=1))
+                ends = [content.times.max(axis=1)] if len(content) else []
+                if not since.is_empty:
+                    ends.append(since.elements.max(axis=0))
+                return tuple(int(x) for x in np.max(ends, axis=0)) if ends else None
             extent = None
             if v.domain.dims > 1:  # complete times may reach past the frontier's maximum
                 times = v.output.op.spine.content().times

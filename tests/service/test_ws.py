@@ -15,7 +15,14 @@ from contextlib import ExitStack
 import httpx
 from websockets.sync.client import connect
 
-from tests.service.conftest import assert_error, make_count_view, make_table, row_counts, write
+from tests.service.conftest import (
+    assert_error,
+    make_count_view,
+    make_table,
+    row_counts,
+    rows,
+    write,
+)
 from tests.service.rawws import StalledPeer
 from tests.service.server import running_server
 
@@ -524,3 +531,25 @@ def test_a_subscriber_gets_no_change_before_the_view_starts(  # type: ignore[no-
                 break
     assert {k: n for k, n in got.items() if n} == row_counts(client, joined)
     assert row_counts(client, joined) == {(("k", 0), ("n", 3), ("v", 100)): 1}
+
+
+def test_a_closed_view_reads_and_snapshots_no_time_before_its_start(  # type: ignore[no-untyped-def]
+    server, client: httpx.Client, name: str
+) -> None:
+    """A view registered on data starts at its inputs' latest complete time; once every
+    input is closed (frontier ``[]``), its latest time is still not before that start,
+    though its trace holds updates from before it, read from the table's shared
+    arrangement (a subscription's snapshot came at time 0, then nothing for time 2)."""
+    a, d = f"{name}_a", f"{name}_d"
+    make_table(client, a, [("x", "int")], timing="client")
+    write(client, a, {"updates": [{"insert": {"x": 1}, "time": 0}], "advance_to": 3})
+    plan = {"op": "distinct", "input": {"op": "table", "name": a}}
+    assert client.post("/v1/views", json={"name": d, "query": plan}).status_code == 201
+    write(client, a, {"updates": [], "advance_to": []})
+    body = rows(client, d)
+    assert (body["time"], body["frontier"]) == (2, [])
+    assert body["rows"] == [{"data": {"x": 1}, "count": 1}]
+    with connect(f"{server.ws_url}/v1/views/{d}/subscribe?snapshot=true") as ws:
+        frame = recv(ws)
+        assert frame["type"] == "snapshot" and frame["time"] == 2, frame
+        assert [(u["data"], u["diff"]) for u in frame["updates"]] == [({"x": 1}, 1)]
