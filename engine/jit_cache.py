@@ -9,6 +9,12 @@ cache. This runs before any kernel is defined (``engine/__init__.py`` imports it
 The directory is ``$NUMBA_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/difflow`` (by default
 ``~/.cache/difflow``), then ``numba-<digest>``. Directories of other digests not used for a
 day are removed.
+
+Inside it, numba would file each module's kernels under a hash of its directory's absolute
+path, so another checkout of the same sources (a fresh clone, a CI run's) would compile
+everything again. This repository's kernels are filed under their path inside it instead
+(``engine/trace``), so every checkout shares them: numba still checks each kernel against
+the content of its source file.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ import shutil
 import time
 from pathlib import Path
 
+from numba.core import caching
 from numba.core import config as numba_config
 
 __all__ = ["cache_dir", "source_digest"]
 
 _PACKAGE = Path(__file__).resolve().parent
+_REPOSITORY = _PACKAGE.parent  # engine/ and service/ hold kernels
 _STALE_AFTER_S = 24 * 3600
 
 
@@ -54,6 +62,22 @@ def _drop_stale(current: Path) -> None:
             shutil.rmtree(other, ignore_errors=True)
 
 
+class _RepositoryLocator(caching.UserProvidedCacheLocator):
+    """numba's locator for ``numba.config.CACHE_DIR``, for this repository's modules, with
+    their directory inside the repository in place of a hash of its absolute path."""
+
+    def __init__(self, py_func: object, py_file: str) -> None:
+        super().__init__(py_func, py_file)
+        inside = Path(py_file).resolve().parent.relative_to(_REPOSITORY)
+        self._cache_path = str(Path(numba_config.CACHE_DIR, *inside.parts))  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_function(cls, py_func: object, py_file: str) -> caching._CacheLocator | None:
+        if not Path(py_file).resolve().is_relative_to(_REPOSITORY):
+            return None
+        return super().from_function(py_func, py_file)
+
+
 def _configure() -> None:
     path = cache_dir(source_digest())
     try:
@@ -63,6 +87,9 @@ def _configure() -> None:
     except OSError:  # no writable cache: numba compiles every kernel on first use instead
         return
     numba_config.CACHE_DIR = str(path)  # type: ignore[attr-defined]  # set at runtime by numba
+    locators = getattr(caching.CacheImpl, "_locator_classes", None)  # numba's own, if it has it
+    if isinstance(locators, list) and _RepositoryLocator not in locators:
+        locators.insert(0, _RepositoryLocator)
 
 
 _configure()

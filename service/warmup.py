@@ -13,8 +13,9 @@ load it instead of compiling it.
 at low priority, running this module, while the server answers at once; it ends with the
 server, also when the server is killed. Kernels the child
 has written by the time a request needs them load from disk; the others the server compiles
-itself, as without it. A marker file records a finished warm-up of these sources (numba keys
-its disk cache by the source files' modification times, so the marker does too), and a lock
+itself, as without it. A marker file records a finished warm-up of these sources (by their
+content, as numba checks its kernels: checkouts of the same sources share both, see
+``engine.jit_cache``), and a lock
 keeps concurrent servers to one child, which writes its errors to ``warmup.log`` beside the
 marker. ``difflow warmup`` runs it in the foreground, e.g. in a Docker build.
 """
@@ -24,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
-import hashlib
 import os
 import signal
 import subprocess
@@ -43,23 +43,16 @@ from service.errors import WarmupError
 
 __all__ = ["is_warm", "marker_path", "start_background", "warm"]
 
-_ENGINE = Path(jit_cache.__file__).resolve().parent
+_SERVICE = Path(__file__).resolve().parent
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def _stamp() -> str:
-    """A digest of the engine sources' paths, sizes and modification times: what numba's
-    disk cache checks a kernel against."""
-    h = hashlib.sha256()
-    for path in sorted(_ENGINE.rglob("*.py")):
-        st = path.stat()
-        h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return h.hexdigest()[:16]
-
-
 def marker_path() -> Path:
-    """The file that says a warm-up of these engine sources has finished."""
-    return jit_cache.cache_dir(jit_cache.source_digest()) / f"warm-{_stamp()}"
+    """The file that says a warm-up of these sources has finished: in the engine's cache
+    directory (``engine.jit_cache``), named for the service's sources, whose kernels it
+    compiles too."""
+    service = jit_cache.source_digest(_SERVICE)
+    return jit_cache.cache_dir(jit_cache.source_digest()) / f"warm-{service}"
 
 
 def is_warm() -> bool:

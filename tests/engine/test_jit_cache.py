@@ -62,3 +62,36 @@ def test_kernels_are_cached_under_the_digest_and_old_versions_are_dropped(tmp_pa
     assert out.stdout.strip() == str(used)
     assert any(used.rglob("*.nbi")) and any(used.rglob("*.nbc"))
     assert not old.exists() and recent.exists()
+
+
+def test_two_checkouts_of_the_same_sources_share_their_kernels(tmp_path: Path) -> None:
+    """A kernel compiled in one checkout is loaded, not compiled again, in another checkout
+    of the same sources at another path (a fresh clone after a CI run, say); both file it
+    under its path inside the repository."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    code = (
+        "import numpy as np\n"
+        "from engine import UpdateBatch, consolidate, sort_kernels\n"
+        "b = UpdateBatch(np.array([[2, 1, 2]]), np.zeros((1, 3), np.int64), np.ones(3, np.int64))\n"
+        "assert consolidate(b).diffs.tolist() == [1, 2]\n"
+        "s = sort_kernels.consolidate_columns.stats\n"
+        "print(sum(s.cache_hits.values()), sum(s.cache_misses.values()))\n"
+    )
+    seen = []
+    for checkout in ("one", "two"):
+        root = tmp_path / checkout
+        shutil.copytree(ENGINE, root / "engine", ignore=shutil.ignore_patterns("__pycache__"))
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=root,
+            env={**env, "PYTHONPATH": str(root)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        seen.append(tuple(int(x) for x in out.stdout.split()))
+    assert seen[0][0] == 0 and seen[0][1] >= 1  # compiled in the first
+    assert seen[1][0] >= 1 and seen[1][1] == 0  # loaded in the second
+    digest_dir = tmp_path / "cache" / "difflow" / f"numba-{source_digest()}"
+    assert any((digest_dir / "engine").glob("sort_kernels.consolidate_columns-*.nbi"))
