@@ -490,7 +490,7 @@ class Runtime:
         if w.failed_views:
             body["failed_views"] = dict(w.failed_views)
         w.state = WriteState.DONE
-        self.completions.finish(w, body)
+        self.completions.finish(w, body, self.steps)
         self.metrics.write_latency.observe(latency_ms / 1000.0)
         w.settle(body)
         w.done.set_result(body)

@@ -75,8 +75,10 @@ class WriteCommand:
 
 class CompletionStore:
     """Finished write bodies by token and pending ones. Finished ones are bounded by count
-    (``keep``) and by their output rows in all (``keep_rows``), oldest forgotten first; the
-    newest is always kept, however many rows it has (a ``wait=false`` writer asks for it)."""
+    (``keep``) and by their output rows in all (``keep_rows``), oldest forgotten first; those
+    finished in the latest engine step are always kept, however many rows they have (their
+    writers, ``wait=false`` or answered ``pending``, ask for them next: a big write made final
+    by a small one in the same step would otherwise be forgotten at once)."""
 
     def __init__(self, keep: int, keep_rows: int) -> None:
         self.keep = keep
@@ -85,18 +87,26 @@ class CompletionStore:
         self._rows = 0  # output rows in the kept bodies
         self._pending: dict[str, WriteCommand] = {}
         self._lock = threading.Lock()
+        self._step = -1  # the engine step of the newest finished writes, and how many
+        self._of_step = 0
 
     def add_pending(self, cmd: WriteCommand) -> None:
         with self._lock:
             self._pending[cmd.token] = cmd
 
-    def finish(self, cmd: WriteCommand, body: dict[str, Any]) -> None:
+    def finish(self, cmd: WriteCommand, body: dict[str, Any], step: int) -> None:
+        """Keep a write's final body; ``step`` counts the engine's steps."""
         rows = sum(len(out) for out in body["outputs"].values())
         with self._lock:
             self._pending.pop(cmd.token, None)
             self._done[cmd.token] = (body, rows)
             self._rows += rows
-            while len(self._done) > 1 and (
+            if step != self._step:
+                self._step, self._of_step = step, 0
+            self._of_step += 1
+            # the step's own writes are the newest, at the end: forgetting from the front
+            # stops before them
+            while len(self._done) > self._of_step and (
                 len(self._done) > self.keep or self._rows > self.keep_rows
             ):
                 self._rows -= self._done.popitem(last=False)[1][1]
@@ -105,7 +115,8 @@ class CompletionStore:
         """What is kept, for the answer to a token not (or no longer) known."""
         return (
             f"the server remembers the last {self.keep:,} finished writes, up to "
-            f"{self.keep_rows:,} output rows in all (the newest one whatever its size)"
+            f"{self.keep_rows:,} output rows in all (those of the latest step whatever their "
+            "size)"
         )
 
     def forget(self, cmd: WriteCommand) -> None:

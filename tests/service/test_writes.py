@@ -66,7 +66,7 @@ def test_completions_keep_a_bounded_number_of_output_rows(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """Finished writes' outputs are remembered up to ``COMPLETION_ROWS_KEPT`` rows in all,
-    oldest forgotten first, the newest always kept: a server taking big writes does not
+    oldest forgotten first, the latest step's always kept: a server taking big writes does not
     hold every output it ever answered (audit 22: 2.3 GB after three 1M-row writes to
     views since dropped)."""
     with (
@@ -98,6 +98,21 @@ def test_completions_keep_a_bounded_number_of_output_rows(
             200,
         ]
         assert len(c.get(f"/v1/completions/{w4}").json()["outputs"]["v"]) == 40
+
+        # audit 37: a write answered pending, made final by a small write in the same step,
+        # is kept with it, past the bound, until later steps' writes push it out
+        make_table(c, "a", [("x", "int")], timing="client")
+        make_table(c, "b", [("x", "int")], timing="client")
+        both = {"op": "concat", "inputs": [{"op": "table", "name": n} for n in ("a", "b")]}
+        assert c.post("/v1/views", json={"name": "ab", "query": both}).status_code == 201
+        big = write(c, "a", {"columns": {"x": list(range(40))}, "time": 0, "advance_to": 1}, 202)
+        assert big["status"] == "pending"
+        write(c, "b", {"updates": [], "advance_to": 1})
+        r = c.get(f"/v1/completions/{big['token']}")
+        assert r.status_code == 200, r.text
+        assert sorted(u["data"]["x"] for u in r.json()["outputs"]["ab"]) == list(range(40))
+        rows_write(70, 71)
+        assert_error(c.get(f"/v1/completions/{big['token']}"), 404)
 
 
 def test_write_that_advances_its_own_frontier_is_done(client: httpx.Client, name: str) -> None:
