@@ -68,6 +68,7 @@ class Graph:
                 op.output = None
                 failures.append((op, exc))
         self.steps += 1
+        _forget_outputs(self.scope)
         if failures:
             raise StepError(failures)
         for spine in _spines(self.scope):
@@ -116,6 +117,17 @@ class Graph:
     def import_arrangement(arrangement: Arrangement) -> Collection:
         """A new reader of an existing arrangement, starting from its current content."""
         return arrangement.as_collection()
+
+
+def _forget_outputs(scope: Scope) -> None:
+    """Let go of a finished step's outputs: every reader ran in the step (operators run in
+    creation order, and each sets its output afresh when it runs), so nothing reads them
+    again; kept, a view's first contents would stay in memory until the next step."""
+    for op in scope.operators:
+        op.output = None
+        if isinstance(op, LoopRegion):
+            op.results = dict.fromkeys(op.results)
+            _forget_outputs(op.inner)
 
 
 def _spines(scope: Scope) -> Iterator[Spine]:
