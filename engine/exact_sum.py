@@ -124,12 +124,14 @@ def segment_fsums(values: np.ndarray, counts: np.ndarray, starts: np.ndarray) ->
         scale = 1.0
         if abs(v) > _HUGE:  # powers of two: exact both ways
             v, scale = v * _DOWN, _UP
-        # c = c_hi * 2**32 + c_lo with |c_lo| <= 2**31: both halves exact floats, neither
-        # much larger than c (no cancelling pair of huge products); each product split
-        hi, lo = c >> 32, c & 0xFFFFFFFF
-        if lo >= 0x80000000:
-            hi, lo = hi + 1, lo - 0x100000000
-        c_hi, c_lo = float(hi), float(lo)
+        # |c| = hi * 2**32 + lo with 0 <= lo < 2**32: both halves exact floats, of c's sign,
+        # so neither product is larger than the whole (halves of opposite signs could
+        # overflow where the whole does not: 2**31 as 2**32 - 2**31); each product split
+        # (-(c + 1) + 1: -2**63 has no int64 negation)
+        m = np.uint64(c) if c >= 0 else np.uint64(-(c + 1)) + np.uint64(1)
+        sign = -1.0 if c < 0 else 1.0
+        c_hi = sign * float(m >> np.uint64(32))
+        c_lo = sign * float(m & np.uint64(0xFFFFFFFF))
         p, e = _two_product(v, c_lo)
         np_ = _add(partials, np_, p * scale)
         np_ = _add(partials, np_, e * scale)

@@ -31,9 +31,19 @@ def _run(segments: list[list[tuple[float, int]]]) -> np.ndarray:
 @given(st.lists(terms.filter(bool), min_size=1, max_size=5), st.randoms())
 def test_segment_sums_are_exact_sums_rounded_once_in_any_order(segments, rnd) -> None:
     got = _run(segments)
-    assert got.tolist() == [exact_float_sum(s) for s in segments]
+    # NaN (an overflowing term and its opposite) equal to NaN
+    np.testing.assert_array_equal(got, [exact_float_sum(s) for s in segments], strict=True)
     shuffled = [rnd.sample(s, len(s)) for s in segments]
-    assert _run(shuffled).tolist() == got.tolist()
+    np.testing.assert_array_equal(_run(shuffled), got, strict=True)
+
+
+def test_counts_whose_halves_would_overflow_where_the_product_does_not() -> None:
+    """A count is split in two 32-bit halves of its sign: split as ``2**32 - 2**31``, the
+    product ``v * 2**31`` near the float range overflowed in its first half and summed to
+    NaN (found by hypothesis in session 40)."""
+    v = 4.185580496821357e298
+    cases = [[(v, 2**31)], [(v, -(2**31))], [(1.0, -(2**63)), (1.0, 2**63 - 1)], [(v, 2**31 + 1)]]
+    assert _run(cases).tolist() == [exact_float_sum(s) for s in cases]
 
 
 def test_non_finite_terms() -> None:
