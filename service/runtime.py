@@ -48,11 +48,17 @@ T = TypeVar("T")
 
 
 class _Control:
-    __slots__ = ("fn", "future")
+    __slots__ = ("_claimed", "fn", "future")
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn = fn
         self.future: Future = Future()
+        self._claimed = threading.Lock()
+
+    def claim(self) -> bool:
+        """True for the first caller only: the engine about to run it, or a canceller that
+        answers it before it has started (the engine then skips it)."""
+        return self._claimed.acquire(blocking=False)
 
 
 def _stopped_before_done(write: WriteCommand | None) -> Unavailable:
@@ -84,8 +90,8 @@ class Runtime:
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
         self._waits: set[asyncio.Future] = set()  # requests awaiting the engine (event loop)
-        # view registrations queued or running, by name: their stop events (``registering``)
-        self._registering: dict[str, list[threading.Event]] = {}
+        # view registrations queued or running, by name: their stop events and commands
+        self._registering: dict[str, list[tuple[threading.Event, _Control]]] = {}
         self._registering_lock = threading.Lock()
         self.steps = 0
 
@@ -105,8 +111,8 @@ class Runtime:
             self._stopping = True
             self._cv.notify()
         with self._registering_lock:
-            for stops in self._registering.values():
-                for stop in stops:
+            for registrations in self._registering.values():
+                for stop, _ in registrations:
                     stop.set()
 
     async def wind_down(self) -> None:
@@ -139,31 +145,45 @@ class Runtime:
         return len(self._queue)
 
     # -- view registrations in progress (any thread) ----------------------------------------
-    def registering(self, name: str) -> threading.Event:
-        """The stop event of a registration of view ``name`` about to be queued: set by
-        :meth:`cancel_registration`, it stops the view's iterates between rounds
-        (``Graph.stop_on``). Call :meth:`registered` when the registration has ended."""
+    def submit_registration(self, name: str, fn: Callable[[threading.Event], T]) -> Future:
+        """Queue ``fn(stop)``, the registration of view ``name``: until :meth:`registered`,
+        :meth:`cancel_registration` of its name sets ``stop`` (``fn`` passes it to the view's
+        iterates: ``Graph.stop_on``), or answers it at once if it has not started."""
         stop = threading.Event()
+        cmd = _Control(lambda: fn(stop))
         with self._registering_lock:
-            self._registering.setdefault(name, []).append(stop)
-        return stop
+            self._registering.setdefault(name, []).append((stop, cmd))
+        try:
+            self._enqueue(cmd)
+        except BaseException:
+            self.registered(name, cmd.future)
+            raise
+        return cmd.future
 
-    def registered(self, name: str, stop: threading.Event) -> None:
+    def registered(self, name: str, future: Future) -> None:
         with self._registering_lock:
-            stops = self._registering.get(name, [])
-            if stop in stops:
-                stops.remove(stop)
-            if not stops:
+            left = [r for r in self._registering.get(name, []) if r[1].future is not future]
+            if left:
+                self._registering[name] = left
+            else:
                 self._registering.pop(name, None)
 
-    def cancel_registration(self, name: str) -> bool:
-        """Stop every registration of view ``name`` still queued or running; False if
-        there is none."""
+    def cancel_registration(self, name: str, error: ServiceError) -> list[Future] | None:
+        """Stop every registration of view ``name``: one not started yet is answered
+        ``error`` at once and never runs; a running one stops at its iterates' next round.
+        None if there is none, else the futures of those already running."""
         with self._registering_lock:
-            stops = list(self._registering.get(name, []))
-        for stop in stops:
+            registrations = list(self._registering.get(name, []))
+        if not registrations:
+            return None
+        running = []
+        for stop, cmd in registrations:
             stop.set()
-        return bool(stops)
+            if cmd.claim():
+                cmd.future.set_exception(error)
+            else:
+                running.append(cmd.future)
+        return running
 
     # -- submission (any thread) ------------------------------------------------------------
     def submit(self, fn: Callable[[], T]) -> Future:
@@ -267,6 +287,8 @@ class Runtime:
             return False
 
     def _control(self, cmd: _Control) -> None:
+        if not cmd.claim():  # answered already: cancelled before it started
+            return
         try:
             cmd.future.set_result(cmd.fn())
         except BaseException as exc:
@@ -366,7 +388,9 @@ class Runtime:
         except StepError as exc:
             failed = self.catalog.fail_operators(exc.failures)
             for name, reason in failed.items():
-                log.error("view %s failed and left the engine: %s", name, reason)
+                # a registration cancelled on request is no failure to report
+                report = log.info if reason.startswith("IterationStopped") else log.error
+                report("view %s failed and left the engine: %s", name, reason)
             for w in self._pending:
                 for name in failed:
                     if name in w.affected:

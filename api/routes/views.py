@@ -43,10 +43,8 @@ router = APIRouter(prefix="/v1", tags=["views"])
 )
 async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
     name = body.get("name")
-    # a DELETE of the name while this is queued or computing cancels it (``drop_view``)
-    stop = rt.registering(name) if isinstance(name, str) else threading.Event()
 
-    def create() -> dict[str, Any]:
+    def create(stop: threading.Event) -> dict[str, Any]:
         if stop.is_set():
             raise _stopped(rt, str(name))
         v = rt.catalog.create_view(body)
@@ -67,11 +65,14 @@ async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
             )
         return rt.catalog.describe_view(v)
 
+    if not isinstance(name, str):  # refused by the catalog
+        return JSONResponse(await rt.call(lambda: create(threading.Event())), status_code=201)
+    # a DELETE of the name while this is queued or computing cancels it (``drop_view``)
+    future = rt.submit_registration(name, create)
     try:
-        return JSONResponse(await rt.call(create), status_code=201)
+        return JSONResponse(await rt.settled(future), status_code=201)
     finally:
-        if isinstance(name, str):
-            rt.registered(name, stop)
+        rt.registered(name, future)
 
 
 def _stopped(rt: Runtime, name: str) -> ServiceError:
@@ -105,11 +106,23 @@ async def get_view(name: str, rt: RuntimeDep) -> JSONResponse:
 
 @router.delete("/views/{name}", status_code=204, response_class=Response, responses=ERRORS)
 async def drop_view(name: str, rt: RuntimeDep) -> Response:
-    if rt.cancel_registration(name):
-        # its registration stops (a 409 ``cancelled``), or had just completed: then it goes
-        await rt.call(lambda: rt.drop_view(name) if name in rt.catalog.views else None)
-    else:
+    running = rt.cancel_registration(name, _stopped(rt, name))
+    if running is None:
         await rt.call(lambda: rt.drop_view(name))
+        return Response(status_code=204)
+    # registrations of the name: those queued are answered 409 ``cancelled`` already, those
+    # running stop at their next round, or had just completed: then the view goes
+    completed = False
+    for future in running:
+        try:
+            await rt.settled(future)
+            completed = True
+        except Unavailable:
+            raise
+        except ServiceError:
+            pass  # it stopped: its own request has the answer
+    if completed:
+        await rt.call(lambda: rt.drop_view(name) if name in rt.catalog.views else None)
     return Response(status_code=204)
 
 

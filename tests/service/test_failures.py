@@ -88,6 +88,7 @@ def test_divergence_is_contained(tmp_path) -> None:  # type: ignore[no-untyped-d
         assert c.get("/healthz").json() == {"status": "ok"}
 
 
+WAIT_S = 300  # for the server to reach a state (kernels may compile first)
 SHIFT = {  # never converges: every round moves each row up by one
     "op": "iterate",
     "result": "x",
@@ -105,12 +106,14 @@ SHIFT = {  # never converges: every round moves each row up by one
 def _cancel(c: httpx.Client, name: str) -> None:
     """DELETE ``name`` until it answers 204: until the registration running in another
     thread has reached the server (before, the DELETE finds no such view: 404)."""
-    while True:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
         r = c.delete(f"/v1/views/{name}")
         if r.status_code == 204:
             return
         assert_error(r, 404, "not_found")
         time.sleep(0.05)
+    raise AssertionError(f"no registration of {name!r} to cancel within {WAIT_S} s")
 
 
 def test_a_registration_that_does_not_converge_is_cancelled_by_a_delete(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -118,7 +121,7 @@ def test_a_registration_that_does_not_converge_is_cancelled_by_a_delete(tmp_path
     with (
         running_server(tmp_path, iterate_round_limit=10**10) as s,
         s.client() as c,
-        s.client() as other,
+        s.client(timeout=600) as other,  # a first request may wait for kernels to compile
         concurrent.futures.ThreadPoolExecutor(1) as pool,
     ):
         make_table(c, "start", [("x", "int")])
@@ -135,6 +138,23 @@ def test_a_registration_that_does_not_converge_is_cancelled_by_a_delete(tmp_path
         body = write(c, "start", {"updates": [{"insert": {"x": 10}}]})
         assert [(u["data"], u["diff"]) for u in body["outputs"]["shift"]] == [({"x": 13}, 1)]
         assert row_counts(c, "shift") == {(("x", 3),): 1, (("x", 13),): 1}
+        # one queued behind a running one is answered at once, and so is its DELETE; the
+        # running one goes on until cancelled in turn
+        running = pool.submit(other.post, "/v1/views", json={"name": "ahead", "query": SHIFT})
+        _wait_until_busy(c)
+        with s.client(timeout=600) as third, concurrent.futures.ThreadPoolExecutor(1) as pool2:
+            queued = pool2.submit(
+                third.post,
+                "/v1/views",
+                json={"name": "behind", "query": {"op": "table", "name": "start"}},
+            )
+            _wait_for_queue(c, 2)  # the probe of _wait_until_busy, and this registration
+            assert c.delete("/v1/views/behind").status_code == 204
+            assert_error(queued.result(timeout=60), 409, "cancelled")
+        assert not running.done()
+        _cancel(c, "ahead")
+        assert_error(running.result(timeout=60), 409, "cancelled")
+        assert_error(c.get("/v1/views/behind"), 404)
         # a server shutting down stops a registration too: 503, not a wait for its rounds
         post = pool.submit(other.post, "/v1/views", json={"name": "again", "query": SHIFT})
         _wait_until_busy(c)
@@ -142,14 +162,28 @@ def test_a_registration_that_does_not_converge_is_cancelled_by_a_delete(tmp_path
         assert_error(post.result(timeout=60), 503, "shutting_down")
 
 
+def _wait_for_queue(c: httpx.Client, depth: int) -> None:
+    """Return once ``depth`` commands wait for the engine (``/metrics`` needs no engine)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        text = c.get("/metrics").text
+        line = next(x for x in text.splitlines() if x.startswith("difflow_queue_depth "))
+        if float(line.split()[1]) >= depth:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {depth} commands queued for {WAIT_S} s")
+
+
 def _wait_until_busy(c: httpx.Client) -> None:
     """Return once the engine is busy: a read that needs it gets no answer within 2 s."""
-    while True:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
         try:
             c.get("/v1/tables", timeout=2)
         except httpx.ReadTimeout:
             return
         time.sleep(0.05)
+    raise AssertionError(f"the engine answered every read for {WAIT_S} s")
 
 
 def test_a_flat_map_over_a_huge_range_fails_its_view_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
