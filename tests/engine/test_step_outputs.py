@@ -3,7 +3,7 @@ memory until the next step: 224 MB for reachability at 1M/2M), and results are u
 
 from __future__ import annotations
 
-from engine import Graph
+from bench.reach import build_reach_graph
 from engine.operators.iterate import LoopRegion
 
 
@@ -19,18 +19,7 @@ def _held(ops) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 def test_no_output_is_held_after_a_step_and_the_next_step_is_right() -> None:
-    g = Graph()
-    roots_in, roots = g.new_input([("node", "int")])
-    edges_in, edges = g.new_input([("src", "int"), ("dst", "int")])
-    start = roots.select(root="node", node="node")
-    reach = start.iterate(
-        lambda r: (
-            r.join(edges, on=[("node", "src")], columns={"root": "left.root", "node": "right.dst"})
-            .concat(start)
-            .distinct()
-        )
-    )
-    out = reach.capture()
+    g, roots_in, edges_in, out = build_reach_graph()
     roots_in.send_rows([(1,)], time=0)
     edges_in.send_rows([(1, 2), (2, 3)], time=0)
     for h in (roots_in, edges_in):
