@@ -7,7 +7,7 @@ from bench.reach import build_reach_graph
 from engine.operators.iterate import LoopRegion
 
 
-def _held(ops) -> list[str]:  # type: ignore[no-untyped-def]
+def _held(ops: list) -> list[str]:
     held = []
     for op in ops:
         if op.output is not None:
