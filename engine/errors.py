@@ -8,7 +8,7 @@ One hierarchy; callers catch ``EngineError`` or one of its branches::
      ├── ExpressionError      an expression that does not type-check
      ├── GraphError           wiring that the dataflow cannot run (scopes, dropped parts)
      ├── IterationLimitError  an iterate that found no fixed point within its round limit
-     ├── IterationStopped     an iterate stopped between rounds on request (``stop_on``)
+     ├── IterationStopped     an iterate stopped between rounds on request (``between_rounds``)
      ├── LimitError           an operator asked to make more rows in one step than it may
      └── StepError            operators that failed during a step (the others still ran)
 
@@ -61,8 +61,8 @@ class IterationLimitError(EngineError):
 
 
 class IterationStopped(EngineError):
-    """An iterate stopped between two rounds because its stop event was set
-    (``LoopRegion.stop_on``): its dataflow was given up while it still ran."""
+    """An iterate stopped between two rounds because its hook asked it to
+    (``LoopRegion.between_rounds``): its dataflow was given up while it still ran."""
 
 
 class LimitError(EngineError):

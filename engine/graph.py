@@ -11,7 +11,6 @@ reads (``Arrangement.as_collection``).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -101,13 +100,14 @@ class Graph:
         self.scope.remove(ops)
 
     @staticmethod
-    def stop_on(ops: Sequence[Operator], stop: threading.Event | None) -> None:
-        """The loops among ``ops`` stop between rounds once ``stop`` is set: the step then
-        fails them with :class:`IterationStopped` (``LoopRegion.stop_on``; ``None`` undoes
-        it)."""
+    def between_rounds(ops: Sequence[Operator], hook: Callable[[], bool] | None) -> None:
+        """The loops among ``ops``, and those nested in them, call ``hook()`` at the start of
+        each round: the caller may do other work there (it must not step this graph or
+        change its operators), and a true answer stops the loop, failing it in the step
+        with :class:`IterationStopped` (``LoopRegion.between_rounds``; ``None`` undoes it)."""
         for op in ops:
             if isinstance(op, LoopRegion):
-                op.stop_on(stop)
+                op.between_rounds(hook)
 
     def operators_since(self, mark: int) -> list[Operator]:
         """Root operators created after ``mark`` (a previous ``len(graph.scope.operators)``)."""

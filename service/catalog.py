@@ -8,6 +8,8 @@ leaves no trace. Dropping frees what nothing else reads.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,7 @@ class Catalog:
         self.views: dict[str, ViewState] = {}
         self.shared = SharedArrangements()
         self.clock = 1  # the next server time; server-timed tables sit at frontier [clock]
+        self._hidden: str | None = None  # a view being registered, hidden (``hiding``)
 
     # -- lookups --------------------------------------------------------------------------
     def table(self, name: str) -> TableState:
@@ -52,8 +55,37 @@ class Catalog:
     def view(self, name: str) -> ViewState:
         v = self.views.get(name)
         if v is None:
-            raise NotFound(f"no view named {name!r}", {"name": name})
+            hidden = " (one is being registered: it exists once it is created)"
+            raise NotFound(
+                f"no view named {name!r}{hidden if name == self._hidden else ''}",
+                {"name": name},
+            )
         return v
+
+    @contextmanager
+    def hiding(self, name: str) -> Iterator[None]:
+        """Within it, view ``name`` (being registered) is absent: from the views, its
+        sources' readers and the shared arrangements' users; afterwards it is back."""
+        v = self.views.pop(name, None)
+        if v is None:
+            yield
+            return
+        sources = [self.tables[src] if src in self.tables else self.views[src] for src in v.inputs]
+        entries = self.shared.used_by(name)
+        for src in sources:
+            src.readers.discard(name)
+        for e in entries:
+            e.users.discard(name)
+        self._hidden = name
+        try:
+            yield
+        finally:
+            self._hidden = None
+            self.views[name] = v
+            for src in sources:
+                src.readers.add(name)
+            for e in entries:
+                e.users.add(name)
 
     def _check_new_name(self, name: Any, kind: str) -> str:
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):

@@ -1,10 +1,11 @@
 """The runtime: one engine thread that owns the graph, and the step loop.
 
 Everything that touches the engine runs on the engine thread, in the order it was
-submitted. The loop takes every queued command at once: consecutive writes are checked and
+submitted. The loop takes every write queued at the head at once: they are checked and
 applied one by one (each keeping its own time), then one ``graph.step()`` processes them all
 together — throughput grows with load and resolution never drops. A control command
-(create, drop, read, subscribe) runs between steps.
+(create, drop, read, subscribe) runs between steps; reads queued while a view registers
+also run between its iterates' rounds, as of before it and before all else queued.
 
 After a step, each view's captured outputs at times its frontier calls complete become
 final: they are published to subscribers and answer the writes whose times they are. A write
@@ -48,10 +49,11 @@ T = TypeVar("T")
 
 
 class _Control:
-    __slots__ = ("_claimed", "fn", "future")
+    __slots__ = ("_claimed", "fn", "future", "reads")
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
+    def __init__(self, fn: Callable[[], Any], reads: bool = False) -> None:
         self.fn = fn
+        self.reads = reads  # it only reads: it may run between a registration's rounds
         self.future: Future = Future()
         self._claimed = threading.Lock()
 
@@ -145,12 +147,21 @@ class Runtime:
         return len(self._queue)
 
     # -- view registrations in progress (any thread) ----------------------------------------
-    def submit_registration(self, name: str, fn: Callable[[threading.Event], T]) -> Future:
-        """Queue ``fn(stop)``, the registration of view ``name``: until :meth:`registered`,
-        :meth:`cancel_registration` of its name sets ``stop`` (``fn`` passes it to the view's
-        iterates: ``Graph.stop_on``), or answers it at once if it has not started."""
+    def submit_registration(self, name: str, fn: Callable[[Callable[[], bool]], T]) -> Future:
+        """Queue ``fn(between)``, the registration of view ``name``, where ``between`` is the
+        hook ``fn`` gives the view's iterates (``Graph.between_rounds``): it answers the
+        reads queued meanwhile (:meth:`read`, the view hidden from them) and, once
+        :meth:`cancel_registration` of the name has been called, stops the iterates. A
+        registration cancelled before it starts is answered at once and never runs."""
         stop = threading.Event()
-        cmd = _Control(lambda: fn(stop))
+
+        def between() -> bool:
+            if not stop.is_set():
+                with self.catalog.hiding(name):
+                    self._serve_reads()
+            return stop.is_set()
+
+        cmd = _Control(lambda: fn(between))
         with self._registering_lock:
             self._registering.setdefault(name, []).append((stop, cmd))
         try:
@@ -186,13 +197,20 @@ class Runtime:
         return running
 
     # -- submission (any thread) ------------------------------------------------------------
-    def submit(self, fn: Callable[[], T]) -> Future:
-        cmd = _Control(fn)
+    def submit(self, fn: Callable[[], T], reads: bool = False) -> Future:
+        cmd = _Control(fn, reads)
         self._enqueue(cmd)
         return cmd.future
 
     async def call(self, fn: Callable[[], T]) -> T:
         return await self.settled(self.submit(fn))
+
+    async def read(self, fn: Callable[[], T]) -> T:
+        """:meth:`call` for ``fn`` that only reads the catalog and the views' contents (or
+        subscribes to a view: that changes who hears of it, not what the engine holds): it
+        may also run between the rounds of a view's registration, seeing the view as not
+        yet created and nothing queued as begun, so that reads do not wait for a long one."""
+        return await self.settled(self.submit(fn, reads=True))
 
     async def settled(self, future: Future, write: WriteCommand | None = None) -> Any:
         """(event loop) ``future``'s result, or 503 ``shutting_down`` when the server stops
@@ -236,15 +254,39 @@ class Runtime:
 
     # -- the loop (engine thread) -----------------------------------------------------------
     def _take(self) -> list[WriteCommand | _Control] | None:
+        """The next control command alone, or the writes at the head of the queue (what
+        stays queued while a control runs is left for ``_serve_reads``)."""
         with self._cv:
             while not self._queue and not self._stopping:
                 self._cv.wait()
-            items = list(self._queue)
+            if self._stopping:
+                items = list(self._queue)
+                self._queue.clear()
+            elif isinstance(self._queue[0], _Control):
+                return [self._queue.popleft()]
+            else:
+                writes: list[WriteCommand | _Control] = []
+                while self._queue and isinstance(self._queue[0], WriteCommand):
+                    writes.append(self._queue.popleft())
+                return writes
+        self._refuse(items)
+        return None
+
+    def _serve_reads(self) -> None:
+        """(engine thread, between a registration's rounds) Run the read-only commands
+        queued, in order. Each answers as of before everything still queued: none of that
+        has been answered, so a read may come before it."""
+        with self._cv:
+            if self._stopping:
+                return
+            reads = [c for c in self._queue if isinstance(c, _Control) and c.reads]
+            if not reads:
+                return
+            rest = [c for c in self._queue if not (isinstance(c, _Control) and c.reads)]
             self._queue.clear()
-        if self._stopping:
-            self._refuse(items)
-            return None
-        return items
+            self._queue.extend(rest)
+        for cmd in reads:
+            self._control(cmd)
 
     def _refuse(self, items: list[WriteCommand | _Control]) -> None:
         """Answer work the engine will not do, the server stopping: none of it is applied."""
@@ -260,19 +302,17 @@ class Runtime:
             items = self._take()
             if items is None:
                 return
+            if isinstance(items[0], _Control):
+                self._control(items[0])
+                continue
             staged: list[WriteCommand] = []
             for i, item in enumerate(items):
                 if self._stopping:  # what was taken but not yet applied is refused
                     self._refuse(items[i:])
                     break
-                if isinstance(item, WriteCommand):
-                    if self._accept_guarded(item):
-                        staged.append(item)
-                    continue
-                if staged:
-                    self._step(staged)
-                    staged = []
-                self._control(item)
+                assert isinstance(item, WriteCommand)
+                if self._accept_guarded(item):
+                    staged.append(item)
             if staged:
                 self._step(staged)
 

@@ -55,7 +55,7 @@ async def create_table(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
     "/tables", response_model=None, responses={200: {"model": TableList}, **error_responses()}
 )
 async def list_tables(rt: RuntimeDep) -> JSONResponse:
-    tables = await rt.call(lambda: [t.describe() for t in rt.catalog.tables.values()])
+    tables = await rt.read(lambda: [t.describe() for t in rt.catalog.tables.values()])
     return JSONResponse({"tables": tables})
 
 
@@ -63,7 +63,7 @@ async def list_tables(rt: RuntimeDep) -> JSONResponse:
     "/tables/{name}", response_model=None, responses={200: {"model": TablePublic}, **ERRORS}
 )
 async def get_table(name: str, rt: RuntimeDep) -> JSONResponse:
-    return JSONResponse(await rt.call(lambda: rt.catalog.table(name).describe()))
+    return JSONResponse(await rt.read(lambda: rt.catalog.table(name).describe()))
 
 
 @router.delete("/tables/{name}", status_code=204, response_class=Response, responses=ERRORS)

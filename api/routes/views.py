@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -44,19 +44,19 @@ router = APIRouter(prefix="/v1", tags=["views"])
 async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
     name = body.get("name")
 
-    def create(stop: threading.Event) -> dict[str, Any]:
-        if stop.is_set():
+    def create(between: Callable[[], bool]) -> dict[str, Any]:
+        if between():
             raise _stopped(rt, str(name))
         v = rt.catalog.create_view(body)
         rt.adopt_view(v)
-        rt.graph.stop_on(v.ops, stop)
+        rt.graph.between_rounds(v.ops, between)
         try:
             rt.step()  # hydrate from the current contents of what it reads
         finally:
-            rt.graph.stop_on(v.ops, None)
+            rt.graph.between_rounds(v.ops, None)
         if v.failure is not None:
             rt.drop_view(v.name, rejected=True)
-            if stop.is_set():
+            if between():
                 raise _stopped(rt, v.name)
             raise Invalid(
                 f"the view could not compute its initial contents: {v.failure}",
@@ -66,7 +66,7 @@ async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
         return rt.catalog.describe_view(v)
 
     if not isinstance(name, str):  # refused by the catalog
-        return JSONResponse(await rt.call(lambda: create(threading.Event())), status_code=201)
+        return JSONResponse(await rt.call(lambda: create(lambda: False)), status_code=201)
     # a DELETE of the name while this is queued or computing cancels it (``drop_view``)
     future = rt.submit_registration(name, create)
     try:
@@ -95,13 +95,13 @@ def _stopped(rt: Runtime, name: str) -> ServiceError:
     "/views", response_model=None, responses={200: {"model": ViewList}, **error_responses()}
 )
 async def list_views(rt: RuntimeDep) -> JSONResponse:
-    views = await rt.call(lambda: [rt.catalog.describe_view(v) for v in rt.catalog.views.values()])
+    views = await rt.read(lambda: [rt.catalog.describe_view(v) for v in rt.catalog.views.values()])
     return JSONResponse({"views": views})
 
 
 @router.get("/views/{name}", response_model=None, responses={200: {"model": ViewPublic}, **ERRORS})
 async def get_view(name: str, rt: RuntimeDep) -> JSONResponse:
-    return JSONResponse(await rt.call(lambda: rt.catalog.describe_view(rt.catalog.view(name))))
+    return JSONResponse(await rt.read(lambda: rt.catalog.describe_view(rt.catalog.view(name))))
 
 
 @router.delete("/views/{name}", status_code=204, response_class=Response, responses=ERRORS)
@@ -142,4 +142,4 @@ async def read_time(
 async def rows(
     name: str, rt: RuntimeDep, as_of: Annotated[str | None, Depends(read_time)]
 ) -> JSONResponse:
-    return JSONResponse(await rt.call(lambda: rt.catalog.rows(rt.catalog.view(name), as_of)))
+    return JSONResponse(await rt.read(lambda: rt.catalog.rows(rt.catalog.view(name), as_of)))

@@ -16,8 +16,7 @@ whose outer part is complete; when there is none the region is done for this par
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -169,17 +168,18 @@ class LoopRegion(Operator):
         self.owing = [
             op for op in inner.operators if type(op).pending_times is not Operator.pending_times
         ]
-        self.stop: threading.Event | None = None  # see stop_on
+        self.hook: Callable[[], bool] | None = None  # see between_rounds
 
-    def stop_on(self, stop: threading.Event | None) -> None:
-        """Once ``stop`` is set (from any thread), this loop and the loops nested in it
-        raise :class:`IterationStopped` at the start of their next round (``None``: never).
-        A registration that will not converge can be given up without waiting for its round
-        limit."""
-        self.stop = stop
+    def between_rounds(self, hook: Callable[[], bool] | None) -> None:
+        """This loop and the loops nested in it call ``hook()`` (from the thread stepping the
+        graph) at the start of each round; once it answers true they raise
+        :class:`IterationStopped` (``None``: no hook). A registration that will not converge
+        can be given up without waiting for its round limit, and work can be done between
+        the rounds of a long one."""
+        self.hook = hook
         for op in self.inner.operators:
             if isinstance(op, LoopRegion):
-                op.stop_on(stop)
+                op.between_rounds(hook)
 
     def _rest(self) -> Antichain:
         """What the inner traces may compact to: the outer frontier they may compact to,
@@ -212,7 +212,7 @@ class LoopRegion(Operator):
         rounds = 0
         round_frontiers = RoundFrontiers(frontier)
         while r is not None:
-            if self.stop is not None and self.stop.is_set():
+            if self.hook is not None and self.hook():
                 raise IterationStopped(f"iterate stopped at round {rounds}: it was cancelled")
             inner.round = r
             inner.frontier = round_frontiers.at(r)

@@ -1,6 +1,6 @@
-"""``Graph.stop_on``: loops stop between rounds once their event is set, from any thread,
-nested loops included; loops of other dataflows, and loops whose stop was taken back, run
-as before."""
+"""``Graph.between_rounds``: loops call their hook at each round and stop once it answers
+true (an event set from any thread, say), nested loops included; loops of other dataflows,
+and loops whose hook was taken back, run as before."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_a_loop_whose_event_is_set_stops_at_its_next_round_and_others_go_on() ->
     edges_in, out = _reach(g)
     stop = threading.Event()
     stop.set()
-    g.stop_on(up_ops, stop)
+    g.between_rounds(up_ops, stop.is_set)
     up_in.send_rows([(0,)], time=0)
     edges_in.send_rows([(0, 1), (1, 2), (5, 6)], time=0)
     for h in (up_in, edges_in):
@@ -71,7 +71,7 @@ def test_a_loop_stops_when_another_thread_sets_its_event_nested_loops_too() -> N
         # a bound it would take minutes to reach: the event, set soon, ends it first
         up_in, up_ops = _counting_up(g, limit=10_000_000, nested=nested)
         stop = threading.Event()
-        g.stop_on(up_ops, stop)
+        g.between_rounds(up_ops, stop.is_set)
         up_in.send_rows([(0,)], time=0)
         up_in.advance_to(1)
         timer = threading.Timer(0.2, stop.set)
@@ -87,10 +87,23 @@ def test_a_stop_taken_back_leaves_the_loop_as_it_was() -> None:
     g = Graph()
     edges_in, out = _reach(g)
     stop = threading.Event()
-    g.stop_on(g.scope.operators, stop)
-    g.stop_on(g.scope.operators, None)
+    g.between_rounds(g.scope.operators, stop.is_set)
+    g.between_rounds(g.scope.operators, None)
     stop.set()
     edges_in.send_rows([(0, 1), (1, 2)], time=0)
     edges_in.advance_to(1)
     g.step()
     assert sorted(out.drain().data[0].tolist()) == [0, 1, 2]
+
+
+def test_the_hook_runs_at_every_round_of_nested_loops_and_may_do_work_there() -> None:
+    g = Graph()
+    up_in, up_ops = _counting_up(g, limit=1_000, nested=True)
+    calls = []
+    g.between_rounds(up_ops, lambda: calls.append(1) is None and len(calls) >= 50)
+    up_in.send_rows([(0,)], time=0)
+    up_in.advance_to(1)
+    with pytest.raises(StepError) as exc:
+        g.step()
+    assert len(_stopped(exc)) == 1
+    assert len(calls) == 50  # the outer loop's first round, then the inner loop's rounds

@@ -4,9 +4,11 @@ write while the server, the write and every other view go on."""
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import time
 
 import httpx
+from websockets.sync.client import connect
 
 from api.models import ViewPublic, WriteDone
 from tests.service.conftest import assert_error, make_table, row_counts, write
@@ -175,15 +177,71 @@ def _wait_for_queue(c: httpx.Client, depth: int) -> None:
 
 
 def _wait_until_busy(c: httpx.Client) -> None:
-    """Return once the engine is busy: a read that needs it gets no answer within 2 s."""
+    """Return once the engine is busy: a request that needs it (a DELETE of no table; a
+    read would be answered between a registration's rounds) gets no answer within 2 s."""
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         try:
-            c.get("/v1/tables", timeout=2)
+            c.delete("/v1/tables/no_such_table", timeout=2)
         except httpx.ReadTimeout:
             return
         time.sleep(0.05)
-    raise AssertionError(f"the engine answered every read for {WAIT_S} s")
+    raise AssertionError(f"the engine answered every request for {WAIT_S} s")
+
+
+def _wait_until_registering(c: httpx.Client, name: str) -> None:
+    """Return once view ``name`` is computing its first contents: reads are answered
+    between its rounds, which name it as being registered."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        err = assert_error(c.get(f"/v1/views/{name}"), 404, "not_found")
+        if "being registered" in err["message"]:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"view {name!r} was not seen registering for {WAIT_S} s")
+
+
+def test_reads_are_answered_while_a_view_registers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # a registration that never ends on its own: every read below is answered during it
+    with (
+        running_server(tmp_path, iterate_round_limit=10**10) as s,
+        s.client() as c,
+        s.client(timeout=600) as other,
+        s.client(timeout=600) as writer,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        write(c, "start", {"updates": [{"insert": {"x": 0}}]})
+        assert (
+            c.post(
+                "/v1/views", json={"name": "plain", "query": {"op": "table", "name": "start"}}
+            ).status_code
+            == 201
+        )
+        post = pool.submit(other.post, "/v1/views", json={"name": "shift", "query": SHIFT})
+        _wait_until_registering(c, "shift")
+        # the catalog as before the registration: the view is in no list and reads nothing
+        assert [v["name"] for v in c.get("/v1/views").json()["views"]] == ["plain"]
+        assert c.get("/v1/tables/start").json()["readers"] == ["plain"]
+        assert [t["readers"] for t in c.get("/v1/tables").json()["tables"]] == [["plain"]]
+        assert c.get("/v1/views/plain").json()["rows"] == 1
+        assert row_counts(c, "plain") == {(("x", 0),): 1}
+        with connect(f"{s.ws_url}/v1/views/plain/subscribe") as ws:
+            snap = json.loads(ws.recv(timeout=60))
+        assert snap["type"] == "snapshot" and snap["updates"] == [{"data": {"x": 0}, "diff": 1}]
+        # a write waits for the registration; a read sent after it is answered before it
+        pending = pool.submit(
+            writer.post, "/v1/tables/start/updates", json={"updates": [{"insert": {"x": 1}}]}
+        )
+        _wait_for_queue(c, 1)
+        assert row_counts(c, "plain") == {(("x", 0),): 1}
+        assert not post.done() and not pending.done()
+        _cancel(c, "shift")
+        assert_error(post.result(timeout=60), 409, "cancelled")
+        assert pending.result(timeout=60).json()["status"] == "done"
+        assert row_counts(c, "plain") == {(("x", 0),): 1, (("x", 1),): 1}
+        assert_error(c.get("/v1/views/shift"), 404)
+        assert c.get("/v1/tables/start").json()["readers"] == ["plain"]
 
 
 def test_a_flat_map_over_a_huge_range_fails_its_view_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
