@@ -113,6 +113,9 @@ def main(
         # no permessage-deflate: compressing every small ack took a tenth of the server's
         # time under pipelined writes (BENCHMARKS, "session 21")
         ws_per_message_deflate=False,
+        # keepalive pings, but no peer is dropped for a pong that is late: a subscriber that
+        # pauses is closed only as too slow (--subscriber-buffer), with its ``closed`` frame
+        ws_ping_timeout=None,
         log_level="warning",
         timeout_graceful_shutdown=10,
     )

@@ -41,17 +41,19 @@ class StalledPeer:
         return out
 
     def frame(self) -> dict | None:
-        """The next text frame as JSON (None for a close frame)."""
-        b0, b1 = self._read(2)
-        length = b1 & 0x7F
-        if length == 126:
-            (length,) = struct.unpack("!H", self._read(2))
-        elif length == 127:
-            (length,) = struct.unpack("!Q", self._read(8))
-        payload = self._read(length)
-        if b0 & 0x0F == 0x8:
-            return None
-        return json.loads(payload)
+        """The next text frame as JSON (None for a close frame; pings are skipped)."""
+        while True:
+            b0, b1 = self._read(2)
+            length = b1 & 0x7F
+            if length == 126:
+                (length,) = struct.unpack("!H", self._read(2))
+            elif length == 127:
+                (length,) = struct.unpack("!Q", self._read(8))
+            payload = self._read(length)
+            if b0 & 0x0F == 0x8:
+                return None
+            if b0 & 0x0F not in (0x9, 0xA):
+                return json.loads(payload)
 
     def close(self) -> None:
         self.sock.close()

@@ -351,6 +351,34 @@ def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no
         assert len(frames) < writes
 
 
+def test_a_subscriber_that_pauses_past_the_keepalive_is_not_dropped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A peer that reads nothing for 45 s (longer than the WebSocket keepalive's 20 s ping
+    and 20 s wait for its pong) but is far below the buffer's bound stays subscribed, and
+    then reads every frame in order (audit 39: it was closed with 1011 "keepalive ping
+    timeout", and no ``closed`` frame)."""
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "t", [("k", "int")])
+        view = {"name": "v", "query": {"op": "table", "name": "t"}}
+        assert c.post("/v1/views", json=view).status_code == 201
+        peer = StalledPeer(f"{s.ws_url}/v1/views/v/subscribe?snapshot=false&progress=false")
+        frames = []
+        try:
+            peer.sock.settimeout(60)
+            write(c, "t", {"updates": [{"insert": {"k": 1}}]})
+            time.sleep(45)
+            write(c, "t", {"updates": [{"insert": {"k": 2}}]})
+            while len([f for f in frames if f["type"] == "diff"]) < 2:
+                f = peer.frame()
+                assert f is not None, f"closed after {frames}"
+                frames.append(f)
+        finally:
+            peer.close()
+        assert [f["seq"] for f in frames] == list(range(len(frames)))
+        assert {f["type"] for f in frames} <= {"diff", "heartbeat"}
+        diffs = [f["updates"] for f in frames if f["type"] == "diff"]
+        assert diffs == [[{"data": {"k": 1}, "diff": 1}], [{"data": {"k": 2}, "diff": 1}]]
+
+
 def test_one_step_with_more_frames_than_the_buffer_does_not_close_a_reader(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A write of 30 times publishes 30 diffs in one step. The buffer bounds the frames left
     unsent from earlier steps, not one step's own: a subscriber that reads was closed as
