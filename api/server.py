@@ -7,7 +7,6 @@ tests and scripts learn it. SIGTERM and Ctrl-C shut down gracefully (subscribers
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import signal
 import socket
@@ -21,11 +20,12 @@ from api.app import create_app
 from api.ws import WS_FRAME_BOUND
 from service.errors import SettingsError
 from service.settings import Settings
+from service.subscriptions import all_ended
 from service.warmup import start_background
 
 __all__ = ["main"]
 
-SUBSCRIBER_FLUSH_S = 0.3  # time for subscriptions to send their closed frames on shutdown
+SUBSCRIBER_FLUSH_S = 3.0  # most time for subscriptions to send their closed frames on shutdown
 _BAD_UTF8 = "Invalid UTF-8 sequence received from client."  # uvicorn's message (sans-io)
 
 
@@ -52,8 +52,8 @@ class _Server(uvicorn.Server):
         if runtime is not None:  # the engine finishes its step (up to 5 s), requests still
             runtime.begin_shutdown()  # waiting on it get their 503, and subscribers hear
             await runtime.wind_down()  # why before their connections go
-            runtime.close_subscribers("server shutting down")
-            await asyncio.sleep(SUBSCRIBER_FLUSH_S)
+            closed = runtime.close_subscribers("server shutting down")
+            await all_ended(closed, SUBSCRIBER_FLUSH_S)
         await super().shutdown(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:

@@ -602,11 +602,13 @@ class Runtime:
             for body in encoded_parts({"time": tt}, updates):
                 sub.push_encoded("diff", body)
 
-    def close_subscribers(self, reason: str) -> None:
-        """Close every subscription (any thread): each gets a ``closed`` frame."""
-        for v in list(self.catalog.views.values()):
-            for s in list(v.subscribers):
-                s.close(reason)
+    def close_subscribers(self, reason: str) -> list[Subscriber]:
+        """Close every subscription (any thread): each gets a ``closed`` frame. Returns them
+        (``subscriptions.all_ended`` waits until they have gone out)."""
+        closed = [s for v in list(self.catalog.views.values()) for s in list(v.subscribers)]
+        for s in closed:
+            s.close(reason)
+        return closed
 
     def unsubscribe(self, sub: Subscriber) -> None:
         v = self.catalog.views.get(sub.view)

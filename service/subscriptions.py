@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["FRAME_BYTES", "Subscriber", "SubscriberState", "encoded_parts"]
+__all__ = ["FRAME_BYTES", "Subscriber", "SubscriberState", "all_ended", "encoded_parts"]
 
 FRAME_BYTES = 1_000_000  # under 2**20 with the frame's type and seq
 
@@ -49,7 +49,7 @@ def encoded_parts(head: dict[str, Any], updates: list[Any]) -> list[bytes]:
 class SubscriberState(Enum):
     OPEN = "open"
     CLOSING = "closing"  # a closed frame is queued; the socket closes after sending it
-    CLOSED = "closed"
+    CLOSED = "closed"  # its socket is closed
 
 
 class Subscriber:
@@ -67,6 +67,7 @@ class Subscriber:
         self._sent_seq = -1
         self._step_seq = 0  # the first frame the engine's current step queued
         self._wake = asyncio.Event()
+        self._gone = asyncio.Event()  # its socket is closed (``ended``)
 
     # -- producer side (engine thread and heartbeat task) ----------------------------------
     def push(self, frame: dict[str, Any]) -> bool:
@@ -152,3 +153,23 @@ class Subscriber:
     @property
     def finished(self) -> bool:
         return self.state is not SubscriberState.OPEN and not self._frames
+
+    def ended(self) -> None:
+        """(the socket task) Its socket is closed: whatever it was sent has gone out."""
+        with self._lock:
+            self.state = SubscriberState.CLOSED
+        self._gone.set()
+
+    async def until_ended(self) -> None:
+        await self._gone.wait()
+
+
+async def all_ended(subscribers: list[Subscriber], timeout: float) -> None:
+    """(event loop) Wait until every one of ``subscribers`` has ended, or ``timeout`` s (a
+    peer that does not read can hold its socket)."""
+    waits = [asyncio.ensure_future(s.until_ended()) for s in subscribers]
+    if not waits:
+        return
+    _, pending = await asyncio.wait(waits, timeout=timeout)
+    for w in pending:
+        w.cancel()
