@@ -3,7 +3,8 @@
 ``/v1/tables/{name}/updates``: each client frame is a write body plus an optional ``id``;
 frames are parsed and queued as they arrive (a client may pipeline without waiting), and
 acks go back in frame order. A bad frame gets an error frame with its ``id``; the socket
-stays open.
+stays open. A socket writes to the table under its name when it opened: once that is
+dropped, its frames are 404s (a table made since under the name is another table).
 
 ``/v1/views/{name}/subscribe``: snapshot, diffs, progress and heartbeats from the view's
 :class:`~service.subscriptions.Subscriber`, in ``seq`` order.
@@ -25,6 +26,7 @@ from api.query import query_value
 from api.routes.tables import submit_write
 from service.codec import nests_deeper
 from service.errors import Invalid, ServiceError, TooLarge
+from service.ingest import TableShape
 from service.runtime import Runtime
 from service.writes import WriteCommand
 
@@ -123,6 +125,9 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             await ws.send_text(text)
 
     sender = asyncio.create_task(send_acks())
+    # the table it writes to: the one under its name when it opened (or at its first write)
+    opened_on = rt.catalog.tables.get(name)
+    bound: TableShape | None = opened_on.shape if opened_on is not None else None
     try:
         while True:
             msg = await ws.receive()
@@ -142,7 +147,8 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
                         "not_an_object",
                     )
                 frame_id = _frame_id(frame, raw)
-                cmd = await submit_write(rt, name, frame, arrival, len(raw) > 256 * 1024)
+                cmd = await submit_write(rt, name, frame, arrival, len(raw) > 256 * 1024, bound)
+                bound = cmd.shape
                 await acks.put((frame_id, cmd))
             except ServiceError as exc:
                 await acks.put((frame_id, exc))

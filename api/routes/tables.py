@@ -26,7 +26,7 @@ from api.query import query_value
 from api.responses import JSONResponse
 from service.codec import frontier_to_wire
 from service.errors import Invalid, NotFound
-from service.ingest import parse_write
+from service.ingest import TableShape, parse_write
 from service.runtime import Runtime
 from service.writes import WriteCommand
 
@@ -73,10 +73,22 @@ async def drop_table(name: str, rt: RuntimeDep) -> Response:
 
 
 async def submit_write(
-    rt: Runtime, table: str, body: Any, arrival: float, big: bool
+    rt: Runtime,
+    table: str,
+    body: Any,
+    arrival: float,
+    big: bool,
+    bound: TableShape | None = None,
 ) -> WriteCommand:
-    """Parse a write body (off the event loop when large) and queue it for the engine."""
+    """Parse a write body (off the event loop when large) and queue it for the engine;
+    ``bound``: the table it must be (a socket's), not one made since under its name."""
     shape = rt.table_shape(table)
+    if bound is not None and shape is not bound:
+        raise NotFound(
+            f"table {table!r} was dropped after this socket opened (the table now under its "
+            "name is another one); open a new socket to write to that",
+            {"name": table},
+        )
 
     def parse() -> WriteCommand:
         parsed = parse_write(body, shape, rt.interner, rt.settings.max_batch)

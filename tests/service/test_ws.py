@@ -48,6 +48,31 @@ def test_pipelined_writes_ack_in_order(server, client: httpx.Client, name: str) 
         assert {"data": {"n": i + 1}, "time": times[i], "diff": 1} in out
 
 
+def test_a_socket_writes_only_to_the_table_it_opened_on(
+    server, client: httpx.Client, name: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A table dropped and made again under its name is another table: a socket opened on the
+    first gets 404s for its frames, as a write that arrived before the drop does (audit 41:
+    its frames went into the new table)."""
+    make_table(client, name, [("k", "int")])
+    with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
+        ws.send(json.dumps({"id": 0, "updates": [{"insert": {"k": 1}}]}))
+        assert recv(ws)["status"] == "done"
+        assert client.delete(f"/v1/tables/{name}").status_code == 204
+        make_table(client, name, [("k", "int")])
+        ws.send(json.dumps({"id": 1, "updates": [{"insert": {"k": 2}}]}))
+        err = recv(ws)
+        assert err["type"] == "error" and err["id"] == 1
+        assert (
+            err["error"]["code"] == "not_found" and "open a new socket" in err["error"]["message"]
+        )
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
+    with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:  # a new socket writes
+        ws.send(json.dumps({"id": 2, "updates": [{"insert": {"k": 3}}]}))
+        assert recv(ws)["status"] == "done"
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 1
+
+
 def test_frames_are_not_compressed(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
     """The client offers permessage-deflate (websockets does by default); the server
     declines it: compressing every small ack cost a tenth of the server's time."""
