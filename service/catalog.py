@@ -334,7 +334,7 @@ class Catalog:
                 "in_use",
             )
         for s in list(v.subscribers):
-            s.close(f"view {name!r} was dropped")
+            s.close(f"view {name!r} was dropped", keep_unsent=True)
         v.subscribers.clear()
         v.history.release()
         self.graph.drop(v.ops)
@@ -369,7 +369,7 @@ class Catalog:
             v = self.views[name]
             v.failure = reason
             for s in list(v.subscribers):
-                s.close(f"view {name!r} failed: {reason}")
+                s.close(f"view {name!r} failed: {reason}", keep_unsent=True)
             v.subscribers.clear()
             self.graph.drop(v.ops)
         return failed

@@ -4,7 +4,8 @@ Invariants: ``seq`` counts from 0 without gaps in the order frames are sent; fra
 assigned their ``seq`` and queued under one lock (the engine thread queues diffs and
 progress, the socket task queues heartbeats). A subscriber with more than ``limit`` frames
 unsent from earlier engine steps (``mark_step``) is closed: its unsent frames are dropped and
-a ``closed`` frame, numbered right after the last frame it was sent, tells it why. A step's
+a ``closed`` frame, numbered right after the last frame it was sent, tells it why (a view
+dropped or failed sends its unsent frames first). A step's
 own frames do not count against it, however many: a step that took 12,000 pipelined writes
 queues 12,000 diffs at once, which no subscriber could have been sent yet. The engine never
 waits for a subscriber.
@@ -96,15 +97,19 @@ class Subscriber:
         with self._lock:
             self._step_seq = self._next_seq
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, keep_unsent: bool = False) -> None:
+        """Queue the ``closed`` frame: after the frames still unsent if ``keep_unsent`` (a
+        view dropped or failed: the subscriber gets every time it was owed in full), else
+        in their place (shutdown, where only the ``closed`` frame is waited for)."""
         with self._lock:
             if self.state is SubscriberState.OPEN:
-                self._close_locked(reason)
+                self._close_locked(reason, keep_unsent)
         self._notify()
 
-    def _close_locked(self, reason: str) -> None:
-        self._frames.clear()
-        self._next_seq = self._sent_seq + 1
+    def _close_locked(self, reason: str, keep_unsent: bool = False) -> None:
+        if not keep_unsent:
+            self._frames.clear()
+            self._next_seq = self._sent_seq + 1
         self._append_locked("closed", orjson.dumps({"reason": reason}))
         self.state = SubscriberState.CLOSING
 

@@ -315,6 +315,42 @@ def test_dropping_a_view_closes_its_subscribers(server, client: httpx.Client, na
     assert closed["type"] == "closed" and closed["seq"] == 1 and "dropped" in closed["reason"]
 
 
+def test_a_dropped_views_subscriber_gets_what_it_was_owed_then_closed(  # type: ignore[no-untyped-def]
+    server, client: httpx.Client, name: str
+) -> None:
+    """A subscriber behind by whole frames when its view is dropped gets them all, every
+    time in full, then ``closed`` (audit 41: they were dropped, and one subscriber's stream
+    ended in the middle of a time)."""
+    make_table(client, name, [("k", "int"), ("pad", "string")])
+    view = f"{name}_v"
+    assert (
+        client.post(
+            "/v1/views", json={"name": view, "query": {"op": "table", "name": name}}
+        ).status_code
+        == 201
+    )
+    url = f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=false&progress=false"
+    peer = StalledPeer(url)
+    frames = []
+    try:
+        peer.sock.settimeout(60)
+        pad = "x" * 2000
+        for i in range(6):  # ~2.4 MB each, in frames of under 1 MB: more than sockets hold
+            body = {"columns": {"k": list(range(i * 1200, (i + 1) * 1200)), "pad": [pad] * 1200}}
+            write(client, name, body)
+        assert client.delete(f"/v1/views/{view}").status_code == 204
+        while (f := peer.frame()) is not None:
+            frames.append(f)
+            if f["type"] == "closed":
+                break
+    finally:
+        peer.close()
+    assert [f["seq"] for f in frames] == list(range(len(frames)))
+    assert frames[-1]["type"] == "closed" and "dropped" in frames[-1]["reason"]
+    keys = sorted(u["data"]["k"] for f in frames[:-1] for u in f["updates"])
+    assert keys == list(range(6 * 1200))
+
+
 def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with running_server(tmp_path, heartbeat_s=0.3, subscriber_buffer=4) as s, s.client() as c:
         make_table(c, "big", [("k", "int"), ("pad", "string")])
