@@ -4,8 +4,9 @@ Everything that touches the engine runs on the engine thread, in the order it wa
 submitted. The loop takes every write queued at the head at once: they are checked and
 applied one by one (each keeping its own time), then one ``graph.step()`` processes them all
 together — throughput grows with load and resolution never drops. A control command
-(create, drop, read, subscribe) runs between steps; reads queued while a view registers
-also run between its iterates' rounds, as of before it and before all else queued.
+(create, drop, read, subscribe) runs between steps; while a view registers, reads run
+between its iterates' rounds, as of before it and before all else queued, and writes are
+accepted there (so that ``wait=false`` is answered at once), to be stepped after it.
 
 After a step, each view's captured outputs at times its frontier calls complete become
 final: they are published to subscribers and answer the writes whose times they are. A write
@@ -91,6 +92,7 @@ class Runtime:
         self._waits_cancelled = False  # requests awaiting the engine are answered 503 now
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
+        self._accepted_early: list[WriteCommand] = []  # between a registration's rounds
         self._waits: set[asyncio.Future] = set()  # requests awaiting the engine (event loop)
         # view registrations queued or running, by name: their stop events and commands
         self._registering: dict[str, list[tuple[threading.Event, _Control]]] = {}
@@ -147,21 +149,24 @@ class Runtime:
         return len(self._queue)
 
     # -- view registrations in progress (any thread) ----------------------------------------
-    def submit_registration(self, name: str, fn: Callable[[Callable[[], bool]], T]) -> Future:
-        """Queue ``fn(between)``, the registration of view ``name``, where ``between`` is the
+    def submit_registration(
+        self, name: str, fn: Callable[[Callable[[], bool], Callable[[], bool]], T]
+    ) -> Future:
+        """Queue ``fn(between, stopped)``, the registration of view ``name`` (``stopped()``:
+        it was cancelled, or the server is stopping), where ``between`` is the
         hook ``fn`` gives the view's iterates (``Graph.between_rounds``): it answers the
-        reads queued meanwhile (:meth:`read`, the view hidden from them) and, once
+        reads queued meanwhile (:meth:`read`, the view hidden from them), accepts the
+        writes (``_between_rounds``) and, once
         :meth:`cancel_registration` of the name has been called, stops the iterates. A
         registration cancelled before it starts is answered at once and never runs."""
         stop = threading.Event()
 
         def between() -> bool:
             if not stop.is_set():
-                with self.catalog.hiding(name):
-                    self._serve_reads()
+                self._between_rounds(name)
             return stop.is_set()
 
-        cmd = _Control(lambda: fn(between))
+        cmd = _Control(lambda: fn(between, stop.is_set))
         with self._registering_lock:
             self._registering.setdefault(name, []).append((stop, cmd))
         try:
@@ -255,7 +260,7 @@ class Runtime:
     # -- the loop (engine thread) -----------------------------------------------------------
     def _take(self) -> list[WriteCommand | _Control] | None:
         """The next control command alone, or the writes at the head of the queue (what
-        stays queued while a control runs is left for ``_serve_reads``)."""
+        stays queued while a control runs is left for ``_between_rounds``)."""
         with self._cv:
             while not self._queue and not self._stopping:
                 self._cv.wait()
@@ -272,21 +277,32 @@ class Runtime:
         self._refuse(items)
         return None
 
-    def _serve_reads(self) -> None:
-        """(engine thread, between a registration's rounds) Run the read-only commands
-        queued, in order. Each answers as of before everything still queued: none of that
-        has been answered, so a read may come before it."""
+    def _between_rounds(self, registering: str) -> None:
+        """(engine thread, between the rounds of view ``registering``'s registration) Run
+        the reads queued, the view hidden from them, and accept the writes queued before
+        any other command (stepped once the registration is over: ``_accepted_early``), in
+        order. A read answers as of before everything still queued and everything accepted
+        here: none of that is answered done, so a read may come before it."""
         with self._cv:
             if self._stopping:
                 return
-            reads = [c for c in self._queue if isinstance(c, _Control) and c.reads]
-            if not reads:
+            taken: list[WriteCommand | _Control] = []
+            rest: list[WriteCommand | _Control] = []
+            for item in self._queue:
+                # a write behind another change (a table made or dropped) waits for it
+                now = item.reads if isinstance(item, _Control) else not rest
+                (taken if now else rest).append(item)
+            if not taken:
                 return
-            rest = [c for c in self._queue if not (isinstance(c, _Control) and c.reads)]
             self._queue.clear()
             self._queue.extend(rest)
-        for cmd in reads:
-            self._control(cmd)
+        for item in taken:
+            if isinstance(item, WriteCommand):
+                if self._accept_guarded(item):
+                    self._accepted_early.append(item)
+            else:
+                with self.catalog.hiding(registering):
+                    self._control(item)
 
     def _refuse(self, items: list[WriteCommand | _Control]) -> None:
         """Answer work the engine will not do, the server stopping: none of it is applied."""
@@ -304,6 +320,9 @@ class Runtime:
                 return
             if isinstance(items[0], _Control):
                 self._control(items[0])
+                if self._accepted_early:  # during a registration
+                    early, self._accepted_early = self._accepted_early, []
+                    self._step(early)
                 continue
             staged: list[WriteCommand] = []
             for i, item in enumerate(items):

@@ -44,8 +44,8 @@ router = APIRouter(prefix="/v1", tags=["views"])
 async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
     name = body.get("name")
 
-    def create(between: Callable[[], bool]) -> dict[str, Any]:
-        if between():
+    def create(between: Callable[[], bool], stopped: Callable[[], bool]) -> dict[str, Any]:
+        if stopped():
             raise _stopped(rt, str(name))
         v = rt.catalog.create_view(body)
         rt.adopt_view(v)
@@ -56,7 +56,7 @@ async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
             rt.graph.between_rounds(v.ops, None)
         if v.failure is not None:
             rt.drop_view(v.name, rejected=True)
-            if between():
+            if stopped():
                 raise _stopped(rt, v.name)
             raise Invalid(
                 f"the view could not compute its initial contents: {v.failure}",
@@ -66,7 +66,9 @@ async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
         return rt.catalog.describe_view(v)
 
     if not isinstance(name, str):  # refused by the catalog
-        return JSONResponse(await rt.call(lambda: create(lambda: False)), status_code=201)
+        return JSONResponse(
+            await rt.call(lambda: create(lambda: False, lambda: False)), status_code=201
+        )
     # a DELETE of the name while this is queued or computing cancels it (``drop_view``)
     future = rt.submit_registration(name, create)
     try:

@@ -229,19 +229,63 @@ def test_reads_are_answered_while_a_view_registers(tmp_path) -> None:  # type: i
         with connect(f"{s.ws_url}/v1/views/plain/subscribe") as ws:
             snap = json.loads(ws.recv(timeout=60))
         assert snap["type"] == "snapshot" and snap["updates"] == [{"data": {"x": 0}, "diff": 1}]
-        # a write waits for the registration; a read sent after it is answered before it
+        # writes are accepted between the rounds (wait=false answers 202 at once), and
+        # stepped once the registration is over; reads do not see them before that
         pending = pool.submit(
             writer.post, "/v1/tables/start/updates", json={"updates": [{"insert": {"x": 1}}]}
         )
-        _wait_for_queue(c, 1)
+        later = c.post(
+            "/v1/tables/start/updates",
+            params={"wait": "false"},
+            json={"updates": [{"insert": {"x": 2}}]},
+        )
+        assert later.status_code == 202 and later.json()["status"] == "pending"
+        token = later.json()["token"]
+        assert c.get(f"/v1/completions/{token}").status_code == 202
         assert row_counts(c, "plain") == {(("x", 0),): 1}
         assert not post.done() and not pending.done()
         _cancel(c, "shift")
         assert_error(post.result(timeout=60), 409, "cancelled")
         assert pending.result(timeout=60).json()["status"] == "done"
-        assert row_counts(c, "plain") == {(("x", 0),): 1, (("x", 1),): 1}
+        done = c.get(f"/v1/completions/{token}")
+        assert done.status_code == 200 and done.json()["outputs"]["plain"] == [
+            {"data": {"x": 2}, "time": later.json()["times"][0], "diff": 1}
+        ]
+        assert row_counts(c, "plain") == {(("x", 0),): 1, (("x", 1),): 1, (("x", 2),): 1}
         assert_error(c.get("/v1/views/shift"), 404)
         assert c.get("/v1/tables/start").json()["readers"] == ["plain"]
+
+
+def test_a_write_accepted_during_a_registration_lists_the_new_view(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A ``wait=false`` write sent while a view registers is answered 202 at once; once the
+    registration is over, the write's step runs and its outputs include the new view."""
+    rounds = 100_000  # a few seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path, iterate_round_limit=10**10) as s,
+        s.client() as c,
+        s.client(timeout=600) as other,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        write(c, "start", {"updates": [{"insert": {"x": 0}}]})
+        bounded = {**SHIFT, "max_iterations": rounds}
+        post = pool.submit(other.post, "/v1/views", json={"name": "shift", "query": bounded})
+        _wait_until_registering(c, "shift")
+        r = c.post(
+            "/v1/tables/start/updates",
+            params={"wait": "false"},
+            json={"updates": [{"insert": {"x": 10}}]},
+        )
+        assert r.status_code == 202 and not post.done()
+        assert post.result(timeout=600).status_code == 201
+        deadline = time.monotonic() + WAIT_S
+        while (done := c.get(f"/v1/completions/{r.json()['token']}")).status_code == 202:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert done.json()["outputs"] == {
+            "shift": [{"data": {"x": 10 + rounds}, "time": r.json()["times"][0], "diff": 1}]
+        }
+        assert row_counts(c, "shift") == {(("x", rounds),): 1, (("x", 10 + rounds),): 1}
 
 
 def test_a_flat_map_over_a_huge_range_fails_its_view_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
