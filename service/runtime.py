@@ -152,13 +152,12 @@ class Runtime:
     def submit_registration(
         self, name: str, fn: Callable[[Callable[[], bool], Callable[[], bool]], T]
     ) -> Future:
-        """Queue ``fn(between, stopped)``, the registration of view ``name`` (``stopped()``:
-        it was cancelled, or the server is stopping), where ``between`` is the
-        hook ``fn`` gives the view's iterates (``Graph.between_rounds``): it answers the
-        reads queued meanwhile (:meth:`read`, the view hidden from them), accepts the
-        writes (``_between_rounds``) and, once
-        :meth:`cancel_registration` of the name has been called, stops the iterates. A
-        registration cancelled before it starts is answered at once and never runs."""
+        """Queue ``fn(between, stopped)``, the registration of view ``name``. ``between`` is
+        the hook ``fn`` gives the view's iterates (``Graph.between_rounds``): it answers the
+        reads queued meanwhile and accepts the writes (:meth:`_between_rounds`), and stops
+        the iterates once :meth:`cancel_registration` of the name has been called or the
+        server is stopping, which is what ``stopped()`` tells. A registration cancelled
+        before it starts is answered at once and never runs."""
         stop = threading.Event()
 
         def between() -> bool:
