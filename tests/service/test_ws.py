@@ -541,9 +541,10 @@ def nested_counters(table: str, depth: int) -> dict:
 
 def test_sigterm_answers_requests_waiting_on_a_long_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A view whose first contents take minutes keeps the engine busy when SIGTERM comes:
-    its request and a write queued behind it are answered 503 ``shutting_down`` in the
-    error shape (they were cut off with a plain-text 500 after a 10 s grace), and the
-    server exits cleanly without finishing the step."""
+    its request, a change queued behind it and a write behind that are answered 503
+    ``shutting_down`` in the error shape (they were cut off with a plain-text 500 after a
+    10 s grace), and the server exits cleanly without finishing the step. A write accepted
+    between the registration's rounds is stepped once it has stopped, and answered done."""
     import signal
 
     with running_server(tmp_path) as s, s.client() as c:
@@ -559,22 +560,35 @@ def test_sigterm_answers_requests_waiting_on_a_long_step(tmp_path) -> None:  # t
             with s.client() as own:
                 answers[key] = own.post(path, json=body)
 
+        def drop(key: str, path: str) -> None:
+            with s.client() as own:
+                answers[key] = own.delete(path)
+
         big = {"name": "big", "query": nested_counters("t", 12)}
-        threads = [threading.Thread(target=post, args=("view", "/v1/views", big))]
+        behind = {"updates": [{"insert": {"k": 1}}]}
+        threads = [
+            threading.Thread(target=post, args=("view", "/v1/views", big)),
+            # accepted between the registration's rounds, stepped when it stops
+            threading.Thread(target=post, args=("write", "/v1/tables/other/updates", behind)),
+            # a change waits behind the registration, and a write behind the change
+            threading.Thread(target=drop, args=("drop", "/v1/tables/small_input")),
+            threading.Thread(target=post, args=("queued", "/v1/tables/other/updates", behind)),
+        ]
+        make_table(c, "small_input", [("k", "int")])
         threads[0].start()
         time.sleep(1.0)  # the view's step has begun
-        behind = {"updates": [{"insert": {"k": 1}}]}
-        threads.append(
-            threading.Thread(target=post, args=("write", "/v1/tables/other/updates", behind))
-        )
-        threads[1].start()
-        time.sleep(0.5)
-        assert set(answers) == set()  # both wait on the engine
+        for t in threads[1:]:
+            t.start()
+            time.sleep(0.5)
+        assert set(answers) == set()  # all wait on the engine
         s.process.send_signal(signal.SIGTERM)
         for t in threads:
             t.join(timeout=60)
-        for key in ("view", "write"):
+        assert_error(answers["view"], 503, "shutting_down")
+        assert answers["write"].status_code == 200 and answers["write"].json()["status"] == "done"
+        for key in ("drop", "queued"):
             assert_error(answers[key], 503, "shutting_down")
+        assert "not applied" in answers["queued"].json()["error"]["message"]
         assert s.process.wait(timeout=60) == 0
         assert "Traceback" not in "".join(s.stderr)
 
