@@ -44,6 +44,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.writers = set()  # write sockets' unanswered frames (api.ws.Unanswered)
     install_error_handlers(app)
     app.add_middleware(HeadAsGet)
     app.include_router(ops.router)

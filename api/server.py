@@ -7,6 +7,7 @@ tests and scripts learn it. SIGTERM and Ctrl-C shut down gracefully (subscribers
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import socket
@@ -17,7 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.ws import WS_FRAME_BOUND
+from api.ws import WS_FRAME_BOUND, all_answered
 from service.errors import SettingsError
 from service.settings import Settings
 from service.subscriptions import all_ended
@@ -25,7 +26,7 @@ from service.warmup import start_background
 
 __all__ = ["main"]
 
-SUBSCRIBER_FLUSH_S = 3.0  # most time for subscriptions to send their closed frames on shutdown
+SUBSCRIBER_FLUSH_S = 3.0  # most time for closed frames, and write sockets' answers, at shutdown
 _BAD_UTF8 = "Invalid UTF-8 sequence received from client."  # uvicorn's message (sans-io)
 
 
@@ -53,7 +54,10 @@ class _Server(uvicorn.Server):
             runtime.begin_shutdown()  # waiting on it get their 503, and subscribers hear
             await runtime.wind_down()  # why before their connections go
             closed = runtime.close_subscribers("server shutting down")
-            await all_ended(closed, SUBSCRIBER_FLUSH_S)
+            await asyncio.gather(  # before the sockets close (1012)
+                all_ended(closed, SUBSCRIBER_FLUSH_S),
+                all_answered(self.app.state.writers, SUBSCRIBER_FLUSH_S),
+            )
         await super().shutdown(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:

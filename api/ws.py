@@ -97,11 +97,51 @@ def _error_frame(frame_id: Any, exc: ServiceError) -> dict[str, Any]:
     }
 
 
+class Unanswered:
+    """A write socket's frames read and not yet answered (its ack or error frame sent)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._none = asyncio.Event()
+        self._none.set()
+
+    def add(self) -> None:
+        self.count += 1
+        self._none.clear()
+
+    def answered(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self._none.set()
+
+    def gone(self) -> None:
+        """Its socket is closed: nothing more can be answered."""
+        self._none.set()
+
+    async def until_none(self) -> None:
+        await self._none.wait()
+
+
+async def all_answered(writers: set[Unanswered], timeout: float) -> None:
+    """(shutdown) Wait until every write socket has answered the frames it read, or
+    ``timeout`` s: refused at once once the server stops, they are answered quickly, and
+    each answer tells whether its write was applied."""
+    waits = [asyncio.ensure_future(w.until_none()) for w in writers]
+    if not waits:
+        return
+    _, pending = await asyncio.wait(waits, timeout=timeout)
+    for w in pending:
+        w.cancel()
+
+
 @router.websocket("/v1/tables/{name}/updates")
 async def ws_updates(ws: WebSocket, name: str) -> None:
     await ws.accept()
     rt: Runtime = ws.app.state.runtime
     acks: asyncio.Queue[tuple[Any, WriteCommand | ServiceError] | None] = asyncio.Queue()
+    unanswered = Unanswered()
+    writers: set[Unanswered] = ws.app.state.writers
+    writers.add(unanswered)
 
     async def send_acks() -> None:
         sent = 0
@@ -112,17 +152,22 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             item = await acks.get()
             if item is None:
                 return
-            frame_id, work = item
             try:
-                if isinstance(work, ServiceError):
-                    raise work
-                body = await rt.settled(work.stepped, work)
-                text = orjson.dumps({"type": "ack", "id": frame_id, **body}).decode()
-            except ServiceError as exc:
-                text = orjson.dumps(_error_frame(frame_id, exc)).decode()
-            except Exception as exc:  # a bug: the frame says so, and later frames are acked
-                text = orjson.dumps(_error_frame(None, ServiceError.internal(exc))).decode()
-            await ws.send_text(text)
+                await send_ack(*item)
+            finally:
+                unanswered.answered()
+
+    async def send_ack(frame_id: Any, work: WriteCommand | ServiceError) -> None:
+        try:
+            if isinstance(work, ServiceError):
+                raise work
+            body = await rt.settled(work.stepped, work)
+            text = orjson.dumps({"type": "ack", "id": frame_id, **body}).decode()
+        except ServiceError as exc:
+            text = orjson.dumps(_error_frame(frame_id, exc)).decode()
+        except Exception as exc:  # a bug: the frame says so, and later frames are acked
+            text = orjson.dumps(_error_frame(None, ServiceError.internal(exc))).decode()
+        await ws.send_text(text)
 
     sender = asyncio.create_task(send_acks())
     # the table it writes to: the one under its name when it opened (or at its first write)
@@ -137,6 +182,7 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             raw: str | bytes = text if text is not None else data if data is not None else b""
             arrival = time.perf_counter()
             frame_id = None
+            unanswered.add()
             try:
                 _check_size(raw, rt.settings.max_body_bytes)
                 frame = parse_json(raw)
@@ -158,6 +204,8 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
         await acks.put(None)
         with contextlib.suppress(Exception):
             await sender
+        writers.discard(unanswered)
+        unanswered.gone()
 
 
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}

@@ -278,18 +278,19 @@ class Runtime:
 
     def _between_rounds(self, registering: str) -> None:
         """(engine thread, between the rounds of view ``registering``'s registration) Run
-        the reads queued, the view hidden from them, and accept the writes queued before
-        any other command (stepped once the registration is over: ``_accepted_early``), in
-        order. A read answers as of before everything still queued and everything accepted
-        here: none of that is answered done, so a read may come before it."""
+        the reads queued, the view hidden from them, and accept the writes (stepped once the
+        registration is over: ``_accepted_early``, before any other command), in order. A
+        command passed over is not answered yet, so what passes it may come before it: a
+        read answers as of before everything still queued and everything accepted here, a
+        write goes before a queued change (a table dropped, a view registered: that view
+        then lists it, ``adopt_view``)."""
         with self._cv:
             if self._stopping:
                 return
             taken: list[WriteCommand | _Control] = []
             rest: list[WriteCommand | _Control] = []
             for item in self._queue:
-                # a write behind another change (a table made or dropped) waits for it
-                now = item.reads if isinstance(item, _Control) else not rest
+                now = item.reads if isinstance(item, _Control) else True
                 (taken if now else rest).append(item)
             if not taken:
                 return

@@ -24,6 +24,7 @@ from api.models import (
 )
 from api.query import query_value
 from api.responses import JSONResponse
+from engine import Antichain
 from service.codec import frontier_to_wire
 from service.errors import Invalid, NotFound
 from service.ingest import TableShape, parse_write
@@ -100,7 +101,13 @@ async def submit_write(
 
 def pending_body(rt: Runtime, cmd: WriteCommand) -> dict[str, Any]:
     t = rt.catalog.tables.get(cmd.table)
-    return cmd.pending_body(frontier_to_wire(t.frontier) if t is not None else [])
+    if t is None:
+        return cmd.pending_body([])
+    # a server-timed table moves to the clock at its next step; a write accepted but not
+    # yet stepped (during a registration) would name a frontier behind its own time
+    server = t.shape.timing == "server" and not t.frontier.is_empty
+    frontier = Antichain([(rt.catalog.clock,)]) if server else t.frontier
+    return cmd.pending_body(frontier_to_wire(frontier))
 
 
 @router.post(

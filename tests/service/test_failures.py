@@ -257,35 +257,86 @@ def test_reads_are_answered_while_a_view_registers(tmp_path) -> None:  # type: i
 
 
 def test_a_write_accepted_during_a_registration_lists_the_new_view(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A ``wait=false`` write sent while a view registers is answered 202 at once; once the
-    registration is over, the write's step runs and its outputs include the new view."""
+    """A ``wait=false`` write sent while a view registers is answered 202 at once, ahead of a
+    registration queued behind (audit 43); once the registration is over, the write's step
+    runs, and its outputs include the new view."""
     rounds = 100_000  # a few seconds of rounds (about 50 us each)
     with (
         running_server(tmp_path, iterate_round_limit=10**10) as s,
         s.client() as c,
         s.client(timeout=600) as other,
+        s.client(timeout=600) as third,
         concurrent.futures.ThreadPoolExecutor(1) as pool,
+        concurrent.futures.ThreadPoolExecutor(1) as pool2,
     ):
         make_table(c, "start", [("x", "int")])
         write(c, "start", {"updates": [{"insert": {"x": 0}}]})
         bounded = {**SHIFT, "max_iterations": rounds}
         post = pool.submit(other.post, "/v1/views", json={"name": "shift", "query": bounded})
         _wait_until_registering(c, "shift")
+        # a registration queued behind it: the write goes before that too
+        plain = {"name": "plain", "query": {"op": "table", "name": "start"}}
+        queued = pool2.submit(third.post, "/v1/views", json=plain)
+        _wait_for_queue(c, 1)
         r = c.post(
             "/v1/tables/start/updates",
             params={"wait": "false"},
             json={"updates": [{"insert": {"x": 10}}]},
         )
-        assert r.status_code == 202 and not post.done()
+        assert r.status_code == 202 and not post.done() and not queued.done()
+        # a server-timed table's frontier is the one its next step moves it to
+        assert r.json()["frontier"] == [r.json()["times"][0] + 1]
         assert post.result(timeout=600).status_code == 201
+        assert queued.result(timeout=600).status_code == 201
         deadline = time.monotonic() + WAIT_S
         while (done := c.get(f"/v1/completions/{r.json()['token']}")).status_code == 202:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+        t = r.json()["times"][0]
+        # the queued view came after the write: it holds the row from its first contents
         assert done.json()["outputs"] == {
-            "shift": [{"data": {"x": 10 + rounds}, "time": r.json()["times"][0], "diff": 1}]
+            "shift": [{"data": {"x": 10 + rounds}, "time": t, "diff": 1}]
         }
+        assert row_counts(c, "plain") == {(("x", 0),): 1, (("x", 10),): 1}
         assert row_counts(c, "shift") == {(("x", rounds),): 1, (("x", 10 + rounds),): 1}
+
+
+def test_sigterm_answers_frames_accepted_during_a_registration(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """WebSocket frames accepted between a registration's rounds, whose step outlasts the
+    5 s a stopping server waits for, are answered (503 ``shutting_down``: applied) before
+    the socket closes (audit 43: no answer, and a 1012 close, which says "not applied")."""
+    rounds = 250_000  # a view that takes seconds for each new row (about 50 us a round)
+    with (
+        running_server(tmp_path, iterate_round_limit=10**10) as s,
+        s.client(timeout=600) as c,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        make_table(c, "other", [("x", "int")])
+        write(c, "other", {"updates": [{"insert": {"x": 0}}]})
+        slow = {**SHIFT, "max_iterations": rounds}
+        assert c.post("/v1/views", json={"name": "slow", "query": slow}).status_code == 201
+        never = {**SHIFT, "vars": {"x": {"op": "table", "name": "other"}}}
+        post = pool.submit(c.post, "/v1/views", json={"name": "never", "query": never})
+        with s.client() as reader:
+            _wait_until_registering(reader, "never")
+            with connect(f"{s.ws_url}/v1/tables/start/updates") as ws:
+                for i in range(3):
+                    ws.send(json.dumps({"id": i, "updates": [{"insert": {"x": i}}]}))
+                deadline = time.monotonic() + WAIT_S
+                while reader.get("/v1/tables/start").json()["rows"] < 3:  # accepted
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+                s.process.terminate()
+                answers = [json.loads(ws.recv(timeout=60)) for _ in range(3)]
+        assert_error(post.result(timeout=60), 503, "shutting_down")
+        assert [a["id"] for a in answers] == [0, 1, 2]
+        for a in answers:
+            if a["type"] == "ack":  # a machine fast enough to finish the step in 5 s
+                assert a["status"] == "done"
+            else:
+                assert a["error"]["code"] == "shutting_down"
+                assert "had been applied" in a["error"]["message"]
 
 
 def test_a_flat_map_over_a_huge_range_fails_its_view_clearly(tmp_path) -> None:  # type: ignore[no-untyped-def]
