@@ -13,15 +13,16 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Coroutine
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 
 from api.app import create_app
-from api.ws import WS_FRAME_BOUND, all_answered
+from api.ws import WS_FRAME_BOUND
 from service.errors import SettingsError
 from service.settings import Settings
-from service.subscriptions import all_ended
 from service.warmup import start_background
 
 __all__ = ["main"]
@@ -43,6 +44,16 @@ class _ClientFaults(logging.Filter):
         return True
 
 
+async def _within(timeout: float, waits: list[Coroutine[Any, Any, None]]) -> None:
+    """Wait for all of ``waits``, or ``timeout`` s (a peer that does not read can hold its
+    socket); those still waiting are cancelled."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        for t in pending:
+            t.cancel()
+
+
 class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
         super().__init__(config)
@@ -54,10 +65,11 @@ class _Server(uvicorn.Server):
             runtime.begin_shutdown()  # waiting on it get their 503, and subscribers hear
             await runtime.wind_down()  # why before their connections go
             closed = runtime.close_subscribers("server shutting down")
-            await asyncio.gather(  # before the sockets close (1012)
-                all_ended(closed, SUBSCRIBER_FLUSH_S),
-                all_answered(self.app.state.writers, SUBSCRIBER_FLUSH_S),
-            )
+            # their last frames go out before the sockets close (1012): the subscriptions'
+            # closed frames, and the write sockets' answers to the frames they read
+            writers = self.app.state.writers
+            ends = [s.until_ended() for s in closed] + [w.until_none() for w in writers]
+            await _within(SUBSCRIBER_FLUSH_S, ends)
         await super().shutdown(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:

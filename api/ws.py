@@ -122,18 +122,6 @@ class Unanswered:
         await self._none.wait()
 
 
-async def all_answered(writers: set[Unanswered], timeout: float) -> None:
-    """(shutdown) Wait until every write socket has answered the frames it read, or
-    ``timeout`` s: refused at once once the server stops, they are answered quickly, and
-    each answer tells whether its write was applied."""
-    waits = [asyncio.ensure_future(w.until_none()) for w in writers]
-    if not waits:
-        return
-    _, pending = await asyncio.wait(waits, timeout=timeout)
-    for w in pending:
-        w.cancel()
-
-
 @router.websocket("/v1/tables/{name}/updates")
 async def ws_updates(ws: WebSocket, name: str) -> None:
     await ws.accept()

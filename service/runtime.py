@@ -623,7 +623,7 @@ class Runtime:
 
     def close_subscribers(self, reason: str) -> list[Subscriber]:
         """Close every subscription (any thread): each gets a ``closed`` frame. Returns them
-        (``subscriptions.all_ended`` waits until they have gone out)."""
+        (``Subscriber.until_ended`` tells when it has gone out)."""
         closed = [s for v in list(self.catalog.views.values()) for s in list(v.subscribers)]
         for s in closed:
             s.close(reason)

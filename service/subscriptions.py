@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["FRAME_BYTES", "Subscriber", "SubscriberState", "all_ended", "encoded_parts"]
+__all__ = ["FRAME_BYTES", "Subscriber", "SubscriberState", "encoded_parts"]
 
 FRAME_BYTES = 1_000_000  # under 2**20 with the frame's type and seq
 
@@ -167,14 +167,3 @@ class Subscriber:
 
     async def until_ended(self) -> None:
         await self._gone.wait()
-
-
-async def all_ended(subscribers: list[Subscriber], timeout: float) -> None:
-    """(event loop) Wait until every one of ``subscribers`` has ended, or ``timeout`` s (a
-    peer that does not read can hold its socket)."""
-    waits = [asyncio.ensure_future(s.until_ended()) for s in subscribers]
-    if not waits:
-        return
-    _, pending = await asyncio.wait(waits, timeout=timeout)
-    for w in pending:
-        w.cancel()

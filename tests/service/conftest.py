@@ -40,6 +40,12 @@ def make_table(c: httpx.Client, name: str, columns: list[tuple[str, str]], **ext
     return r.json()
 
 
+def make_view(c: httpx.Client, view: str, query: dict) -> dict:
+    r = c.post("/v1/views", json={"name": view, "query": query})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
 def make_count_view(c: httpx.Client, view: str, table: str, by: tuple[str, ...] = ()) -> None:
     """``view``: the rows of ``table`` counted (``n``) per ``by``."""
     plan = {

@@ -14,6 +14,7 @@ from tests.service.conftest import (
     assert_error,
     make_count_view,
     make_table,
+    make_view,
     row_counts,
     rows,
     write,
@@ -234,12 +235,7 @@ def test_one_bad_row_rejects_the_whole_batch(client: httpx.Client, name: str) ->
 def test_primary_key_semantics(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("id", "int"), ("v", "string")], primary_key=["id"])
     view = f"{name}_all"
-    assert (
-        client.post(
-            "/v1/views", json={"name": view, "query": {"op": "table", "name": name}}
-        ).status_code
-        == 201
-    )
+    make_view(client, view, {"op": "table", "name": name})
     write(client, name, {"updates": [{"insert": {"id": 1, "v": "a"}}]})
     assert_error(
         client.post(
@@ -506,12 +502,7 @@ def test_write_pending_across_view_registration_reports_the_view(
     assert r.status_code == 202
     token = r.json()["token"]
     view = f"{name}_v"
-    assert (
-        client.post(
-            "/v1/views", json={"name": view, "query": {"op": "table", "name": name}}
-        ).status_code
-        == 201
-    )
+    make_view(client, view, {"op": "table", "name": name})
     write(client, name, {"updates": [{"insert": {"x": 2}, "time": 5}], "advance_to": 6})
     done = client.get(f"/v1/completions/{token}").json()
     assert sorted(u["data"]["x"] for u in done["outputs"][view]) == [1, 2]

@@ -19,6 +19,7 @@ from tests.service.conftest import (
     assert_error,
     make_count_view,
     make_table,
+    make_view,
     row_counts,
     rows,
     write,
@@ -301,12 +302,7 @@ def test_subscribe_with_a_bad_flag_is_an_error_frame(
 def test_dropping_a_view_closes_its_subscribers(server, client: httpx.Client, name: str) -> None:  # type: ignore[no-untyped-def]
     make_table(client, name, [("k", "int")])
     view = f"{name}_v"
-    assert (
-        client.post(
-            "/v1/views", json={"name": view, "query": {"op": "table", "name": name}}
-        ).status_code
-        == 201
-    )
+    make_view(client, view, {"op": "table", "name": name})
     with connect(f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=false&progress=false") as ws:
         write(client, name, {"updates": [{"insert": {"k": 1}}]})
         assert recv(ws)["type"] == "diff"
@@ -323,12 +319,7 @@ def test_a_dropped_views_subscriber_gets_what_it_was_owed_then_closed(  # type: 
     ended in the middle of a time)."""
     make_table(client, name, [("k", "int"), ("pad", "string")])
     view = f"{name}_v"
-    assert (
-        client.post(
-            "/v1/views", json={"name": view, "query": {"op": "table", "name": name}}
-        ).status_code
-        == 201
-    )
+    make_view(client, view, {"op": "table", "name": name})
     url = f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=false&progress=false"
     peer = StalledPeer(url)
     frames = []
