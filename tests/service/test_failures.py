@@ -6,12 +6,13 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import time
+from collections.abc import Callable
 
 import httpx
 from websockets.sync.client import connect
 
 from api.models import ViewPublic, WriteDone
-from tests.service.conftest import assert_error, make_table, row_counts, write
+from tests.service.conftest import assert_error, make_table, make_view, row_counts, write
 from tests.service.server import running_server
 
 COUNT_UP = {  # n, n+1, ... up to the bound in table lim
@@ -105,17 +106,27 @@ SHIFT = {  # never converges: every round moves each row up by one
 }
 
 
+def _until(check: Callable[[], bool], what: str) -> None:
+    """Call ``check`` every 50 ms until it is true; fail after ``WAIT_S`` (the server may
+    compile kernels first) naming ``what`` was awaited."""
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not within {WAIT_S} s")
+        time.sleep(0.05)
+
+
 def _cancel(c: httpx.Client, name: str) -> None:
     """DELETE ``name`` until it answers 204: until the registration running in another
     thread has reached the server (before, the DELETE finds no such view: 404)."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+
+    def cancelled() -> bool:
         r = c.delete(f"/v1/views/{name}")
-        if r.status_code == 204:
-            return
-        assert_error(r, 404, "not_found")
-        time.sleep(0.05)
-    raise AssertionError(f"no registration of {name!r} to cancel within {WAIT_S} s")
+        if r.status_code != 204:
+            assert_error(r, 404, "not_found")
+        return r.status_code == 204
+
+    _until(cancelled, f"a registration of {name!r} to cancel")
 
 
 def test_a_registration_that_does_not_converge_is_cancelled_by_a_delete(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -166,39 +177,38 @@ def test_a_registration_that_does_not_converge_is_cancelled_by_a_delete(tmp_path
 
 def _wait_for_queue(c: httpx.Client, depth: int) -> None:
     """Return once ``depth`` commands wait for the engine (``/metrics`` needs no engine)."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+
+    def queued() -> bool:
         text = c.get("/metrics").text
         line = next(x for x in text.splitlines() if x.startswith("difflow_queue_depth "))
-        if float(line.split()[1]) >= depth:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"fewer than {depth} commands queued for {WAIT_S} s")
+        return float(line.split()[1]) >= depth
+
+    _until(queued, f"{depth} commands queued")
 
 
 def _wait_until_busy(c: httpx.Client) -> None:
     """Return once the engine is busy: a request that needs it (a DELETE of no table; a
     read would be answered between a registration's rounds) gets no answer within 2 s."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+
+    def busy() -> bool:
         try:
             c.delete("/v1/tables/no_such_table", timeout=2)
         except httpx.ReadTimeout:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"the engine answered every request for {WAIT_S} s")
+            return True
+        return False
+
+    _until(busy, "the engine busy")
 
 
 def _wait_until_registering(c: httpx.Client, name: str) -> None:
     """Return once view ``name`` is computing its first contents: reads are answered
     between its rounds, which name it as being registered."""
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
+
+    def registering() -> bool:
         err = assert_error(c.get(f"/v1/views/{name}"), 404, "not_found")
-        if "being registered" in err["message"]:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"view {name!r} was not seen registering for {WAIT_S} s")
+        return "being registered" in err["message"]
+
+    _until(registering, f"view {name!r} seen registering")
 
 
 def test_reads_are_answered_while_a_view_registers(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -212,12 +222,7 @@ def test_reads_are_answered_while_a_view_registers(tmp_path) -> None:  # type: i
     ):
         make_table(c, "start", [("x", "int")])
         write(c, "start", {"updates": [{"insert": {"x": 0}}]})
-        assert (
-            c.post(
-                "/v1/views", json={"name": "plain", "query": {"op": "table", "name": "start"}}
-            ).status_code
-            == 201
-        )
+        make_view(c, "plain", {"op": "table", "name": "start"})
         post = pool.submit(other.post, "/v1/views", json={"name": "shift", "query": SHIFT})
         _wait_until_registering(c, "shift")
         # the catalog as before the registration: the view is in no list and reads nothing
@@ -288,10 +293,9 @@ def test_a_write_accepted_during_a_registration_lists_the_new_view(tmp_path) -> 
         assert r.json()["frontier"] == [r.json()["times"][0] + 1]
         assert post.result(timeout=600).status_code == 201
         assert queued.result(timeout=600).status_code == 201
-        deadline = time.monotonic() + WAIT_S
-        while (done := c.get(f"/v1/completions/{r.json()['token']}")).status_code == 202:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        completion = f"/v1/completions/{r.json()['token']}"
+        _until(lambda: c.get(completion).status_code != 202, "the write done")
+        done = c.get(completion)
         t = r.json()["times"][0]
         # the queued view came after the write: it holds the row from its first contents
         assert done.json()["outputs"] == {
@@ -323,10 +327,10 @@ def test_sigterm_answers_frames_accepted_during_a_registration(tmp_path) -> None
             with connect(f"{s.ws_url}/v1/tables/start/updates") as ws:
                 for i in range(3):
                     ws.send(json.dumps({"id": i, "updates": [{"insert": {"x": i}}]}))
-                deadline = time.monotonic() + WAIT_S
-                while reader.get("/v1/tables/start").json()["rows"] < 3:  # accepted
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+                _until(
+                    lambda: reader.get("/v1/tables/start").json()["rows"] >= 3,
+                    "the frames accepted",
+                )
                 s.process.terminate()
                 answers = [json.loads(ws.recv(timeout=60)) for _ in range(3)]
         assert_error(post.result(timeout=60), 503, "shutting_down")

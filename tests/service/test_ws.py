@@ -595,12 +595,7 @@ def test_sigterm_closes_subscribers_behind_a_flood_of_refused_writes(tmp_path) -
         make_table(c, "t", [("n", "int")])
         make_table(c, "w", [("k", "int")])
         write(c, "t", {"updates": [{"insert": {"n": 0}}]})
-        assert (
-            c.post(
-                "/v1/views", json={"name": "v", "query": {"op": "table", "name": "w"}}
-            ).status_code
-            == 201
-        )
+        make_view(c, "v", {"op": "table", "name": "w"})
         big = {"name": "big", "query": nested_counters("t", 12)}
         with ExitStack() as stack:
             subs = [
