@@ -161,8 +161,12 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
     # the table it writes to: the one under its name when it opened (or at its first write)
     opened_on = rt.catalog.tables.get(name)
     bound: TableShape | None = opened_on.shape if opened_on is not None else None
+    read = 0
     try:
         while True:
+            read += 1
+            if read % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             msg = await ws.receive()
             if msg["type"] == "websocket.disconnect":
                 break
