@@ -357,13 +357,14 @@ def stage_write(
         if keyed is None:  # a key written twice, or an update refused: in order, one by one
             keyed = _apply_keys(parsed, shape, pk_index, times, interner)
         data, weights, times, changes = keyed
+    elif n and not weights.all():  # an update of weight 0 changes nothing: no time either
+        kept = weights != 0
+        data, weights, times = data[:, kept], weights[kept], times[:, kept]
     batch = UpdateBatch(
         np.ascontiguousarray(data), np.ascontiguousarray(times), np.ascontiguousarray(weights)
     )
-    distinct = _distinct_times(times) if n else []
-    return StagedWrite(
-        batch, distinct, parsed.advance_to, changes, count_total(weights) if n else 0, upto
-    )
+    distinct = _distinct_times(times) if weights.shape[0] else []
+    return StagedWrite(batch, distinct, parsed.advance_to, changes, count_total(weights), upto)
 
 
 def _check_key_order(

@@ -384,7 +384,7 @@ class Runtime:
             table.handle.send(staged.batch)
         if staged.advance_to is not None:
             table.handle.advance_to(staged.advance_to)
-        if server:
+        if server and staged.times:  # a write of no updates takes no time
             self.catalog.clock += 1
         if table.pk_index is not None and staged.pk_changes is not None:
             table.pk_index.apply(staged.pk_changes)

@@ -604,6 +604,26 @@ def test_an_update_of_weight_zero_writes_no_time(client: httpx.Client, name: str
     write(client, name, {"updates": [{"insert": {"k": 1, "v": 1}, "time": 5}]}, status=202)
 
 
+def test_a_server_timed_write_of_no_updates_takes_no_time(client: httpx.Client, name: str) -> None:
+    """An empty write, or one whose every update has weight 0, lists no time and leaves the
+    server's clock where it was: the next write takes the time the table's frontier named
+    (audit 44: each took a tick, so the next write skipped a time)."""
+    make_table(client, name, [("x", "int")])
+    clock = client.get(f"/v1/tables/{name}").json()["frontier"]
+    for body in (
+        {"updates": []},
+        {},
+        {"columns": {"x": []}},
+        {"updates": [{"weight": 0, "data": {"x": 1}}]},
+        {"columns": {"x": [1, 2]}, "diff": [0, 0]},
+    ):
+        done = write(client, name, body)
+        assert done["times"] == [] and done["frontier"] == clock, (body, done)
+    done = write(client, name, {"updates": [{"insert": {"x": 1}}, {"weight": 0, "data": {"x": 2}}]})
+    assert done["times"] == clock, done
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 1
+
+
 def test_key_present_names_the_key_as_written(client: httpx.Client, name: str) -> None:
     cols = [("s", "string"), ("f", "float"), ("b", "bool")]
     make_table(client, name, cols, primary_key=["s", "f", "b"])
