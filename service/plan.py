@@ -29,6 +29,7 @@ from engine import (
     iterate,
     lit,
 )
+from engine.expr import FUNCTIONS
 from service.codec import nests_deeper
 from service.errors import Conflict, Invalid
 
@@ -574,6 +575,12 @@ def parse_expr(e: Any, path: str) -> Expr:
                 raise _fail(f"{path}.to", "only cast takes 'to'", "invalid_expression")
             if not isinstance(e["fn"], str):
                 raise _fail(f"{path}.fn", "must be a function name", "unknown_function")
+            if e["fn"] not in FUNCTIONS:
+                raise _fail(
+                    f"{path}.fn",
+                    f"unknown function {e['fn']!r}; functions are {sorted(FUNCTIONS)}",
+                    "unknown_function",
+                )
             parsed = [parse_expr(a, f"{path}.args.{i}") for i, a in enumerate(args)]
             return call(e["fn"], *parsed, to=to)
     raise _fail(path, f"not an expression: {e!r}", "invalid_expression")

@@ -281,13 +281,15 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
                 "input": {"op": "table", "name": name},
                 "where": {"fn": "frobnicate", "args": []},
             },
-            "query.where",
+            "query.where.fn",
         ),
     ]
     for plan, path in cases:
         r = client.post("/v1/views", json={"name": f"{name}_v", "query": plan})
         err = assert_error(r, 422)
         assert err["detail"]["path"] == path, (plan, err)
+    # an unknown function in an expression has the code an unknown aggregate has (audit 44)
+    assert assert_error(r, 422, "unknown_function")["message"].startswith("query.where.fn")
     bad_name = client.post("/v1/views", json={"name": f"{name}_v\n", "query": cases[1][0]})
     assert assert_error(bad_name, 422)["detail"]["path"] == "name"
     for created in (f"{name}_v", f"{name}_v%0A"):
