@@ -212,7 +212,7 @@ def _flag(ws: WebSocket, name: str) -> bool:
     if value.lower() in _FALSE:
         return False
     raise Invalid(
-        f"query parameter {name!r} must be true or false, not {value!r}",
+        f"query parameter {name!r} must be true or false (1/0, yes/no, on/off), not {value!r}",
         {"path": name},
         "invalid_parameter",
     )
