@@ -21,8 +21,9 @@ from fastapi import FastAPI
 
 from api.app import create_app
 from api.ws import WS_FRAME_BOUND
-from service.errors import SettingsError
+from service.errors import LoadError, SettingsError
 from service.settings import Settings
+from service.spark.session import SparkSettings
 from service.warmup import start_background
 
 __all__ = ["main"]
@@ -110,7 +111,8 @@ def main(
             history=history,
             warmup=warmup,
         )
-    except SettingsError as exc:
+        SparkSettings.from_env()  # its variables are checked now, not at the first load
+    except (SettingsError, LoadError) as exc:
         print(f"difflow: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None
     logging.basicConfig(

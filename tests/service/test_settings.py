@@ -103,6 +103,12 @@ def test_a_flag_as_typed_is_parsed_as_its_variable(monkeypatch: pytest.MonkeyPat
             {"DIFFLOW_HEARTBEAT_S": "5"},
             "heartbeat_s (--heartbeat-s / DIFFLOW_HEARTBEAT_S) must be a finite number, not 'soon'",
         ),
+        (  # checked at start, not at the first load (audit 45: a traceback and status 3)
+            [],
+            {"DIFFLOW_SPARK_CONF": "garbage"},
+            "DIFFLOW_SPARK_CONF: 'garbage' is not of the form key=value; write it as k=v,k=v "
+            "or as a JSON object",
+        ),
     ],
 )
 def test_the_server_exits_with_one_line(
