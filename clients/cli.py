@@ -68,11 +68,22 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print the raw answer as 
 def root(
     ctx: typer.Context,
     url: Annotated[str, typer.Option(envvar="DIFFLOW_URL", help="The server.")] = DEFAULT_URL,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            envvar="DIFFLOW_TIMEOUT",
+            min=0.001,
+            metavar="SECONDS",
+            help="Wait at most this long for each answer (default: as long as the server "
+            "works on it; a request given up on may still be carried out).",
+        ),
+    ] = None,
 ) -> None:
     """difflow: incremental view maintenance as a service."""
     if not isinstance(ctx.obj, CliState):
         ctx.obj = CliState()
     ctx.obj.url = url
+    ctx.obj.timeout = timeout
     ctx.call_on_close(ctx.obj.close)
 
 

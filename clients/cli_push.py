@@ -32,7 +32,7 @@ from clients.cli_render import progress_bar
 from clients.cli_state import client_of
 from clients.client import Client
 from clients.endpoints import write_body
-from clients.errors import ConnectionFailed, DifflowError
+from clients.errors import ConflictError, ConnectionFailed, DifflowError
 from clients.table_writer import TableWriter
 from clients.wire import Time
 
@@ -75,6 +75,14 @@ class PushStats:
             self.latencies_ms.append(float(answer["latency_ms"]))
         if answer.get("status") == "pending":
             self.pending.append(str(answer.get("token")))
+
+    def finished(self, completion: Mapping[str, Any]) -> bool:
+        """Whether a write answered pending is done now (its latency then counts)."""
+        if completion.get("status") == "pending":
+            return False
+        if "latency_ms" in completion:
+            self.latencies_ms.append(float(completion["latency_ms"]))
+        return True
 
     def summary(self, table: str, unit: str) -> str:
         elapsed = max(time.perf_counter() - self.started, 1e-9)
@@ -121,6 +129,8 @@ def push(
             f"table {table} is server-timed: the server stamps each write's time "
             "(--time and --advance-to are for client-timed tables)"
         )
+    if frontier is not None and description is not None:
+        _check_advance(table, description.get("frontier"), frontier)
     with open_input(file) as stream, progress_bar() as bar:
         if input_format is InputFormat.csv:
             assert description is not None
@@ -144,10 +154,44 @@ def push(
             written = f"{stats.rows:,} rows in {writes} before it were written"
             raise InputError(f"{exc.message}; {written}") from exc
         if frontier is not None:  # moving the frontier may have finished pending writes
-            stats.pending = [
-                t for t in stats.pending if client.completion(t).get("status") == "pending"
-            ]
+            stats.pending = [t for t in stats.pending if not stats.finished(client.completion(t))]
     typer.echo(stats.summary(table, "frames" if ws else "requests"))
+
+
+def _check_advance(table: str, current: Any, target: Time) -> None:
+    """Refuse, before anything is written, an ``--advance-to`` that would move the table's
+    frontier backwards (the server would refuse it only after the rows were written)."""
+    if not isinstance(current, list):
+        return
+    want = (target,) if isinstance(target, int) else tuple(target)
+    have = [(t,) if isinstance(t, int) else tuple(t) for t in current]
+    if any(len(t) != len(want) for t in have):
+        return  # the wrong number of coordinates: the server says what it takes
+    if not any(all(a <= b for a, b in zip(t, want, strict=True)) for t in have):
+        raise ConflictError(
+            f"advance_to {target} would move the frontier of table {table!r} backwards from "
+            f"{current}; nothing was written",
+            status=409,
+            code="frontier_backwards",
+            detail={"path": "--advance-to", "frontier": current},
+        )
+
+
+def _advance(send: Callable[[], Any], frontier: Time, stats: PushStats) -> None:
+    """Move the frontier after the writes; a refusal says the rows were written."""
+    try:
+        send()
+    except ConnectionFailed:
+        raise
+    except DifflowError as exc:
+        written = f"{stats.rows:,} rows in {stats.writes:,} writes were written"
+        raise type(exc)(
+            f"{written}, then moving the frontier to {frontier} was refused: {exc.message}",
+            status=exc.status,
+            code=exc.code,
+            detail=exc.detail,
+            frame_id=exc.frame_id,
+        ) from exc
 
 
 def _refused(
@@ -195,7 +239,7 @@ def _push_http(
         answered(answer, b.size)
         first += b.size
     if frontier is not None:
-        client.write(table, advance_to=frontier)
+        _advance(lambda: client.write(table, advance_to=frontier), frontier, stats)
 
 
 def _push_ws(
@@ -250,4 +294,4 @@ def _push_ws(
             raise wrapped from exc
         if frontier is not None:
             writer.send(write_body(advance_to=frontier), id="advance_to")
-            writer.recv()
+            _advance(writer.recv, frontier, stats)

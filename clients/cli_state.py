@@ -1,4 +1,5 @@
-"""What every ``difflow`` command shares: the server URL and one lazily opened ``Client``.
+"""What every ``difflow`` command shares: the server URL, the timeout and one lazily opened
+``Client``.
 
 The root command stores a ``CliState`` as the typer context object. A caller (a test, an
 embedding program) may pass its own as ``obj=`` when invoking the app, to route the client
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 import typer
 
-from clients.client import Client
+from clients.client import DEFAULT_TIMEOUT, Client
 from clients.websocket import SyncConnect, connect_sync
 from clients.wire import DEFAULT_URL
 
@@ -25,6 +26,7 @@ class CliState:
     """The server URL and the transports the commands' client uses."""
 
     url: str = DEFAULT_URL
+    timeout: float | None = None  # seconds to wait for each answer (None: no limit)
     transport: httpx.BaseTransport | None = None
     ws_connect: SyncConnect = connect_sync
     _client: Client | None = field(default=None, init=False, repr=False)
@@ -33,7 +35,12 @@ class CliState:
     def client(self) -> Client:
         """The client of this invocation, opened on first use."""
         if self._client is None:
-            self._client = Client(self.url, transport=self.transport, ws_connect=self.ws_connect)
+            timeout = DEFAULT_TIMEOUT
+            if self.timeout is not None:
+                timeout = httpx.Timeout(DEFAULT_TIMEOUT.connect, read=self.timeout)
+            self._client = Client(
+                self.url, timeout=timeout, transport=self.transport, ws_connect=self.ws_connect
+            )
         return self._client
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ from clients.table_writer import AsyncTableWriter, TableWriter
 from clients.websocket import AsyncConnect, SyncConnect, connect_async, connect_sync
 from clients.wire import Time, dumps, resolve_url, segment, ws_url
 
-__all__ = ["AsyncClient", "Client"]
+__all__ = ["DEFAULT_TIMEOUT", "AsyncClient", "Client"]
 
 Update = Mapping[str, Any]
 Frontier = Time | Sequence[Time]
@@ -38,8 +38,20 @@ def _request_args(call: Call) -> dict[str, Any]:
     return args
 
 
+# connecting, sending and waiting for a free connection are bounded; the answer is not: a
+# view's registration or a write's outputs may take minutes, and a request given up on may
+# still be carried out
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, read=None)
+
+
 def _transport_error(url: str, call: Call, exc: Exception) -> ConnectionFailed:
-    return ConnectionFailed(f"{call.method} {url}{call.path}: {exc or type(exc).__name__}")
+    where = f"{call.method} {url}{call.path}"
+    if isinstance(exc, httpx.ReadTimeout):
+        return ConnectionFailed(
+            f"{where}: no answer within the timeout; the server may still carry out the request",
+            code="timed_out",
+        )
+    return ConnectionFailed(f"{where}: {exc or type(exc).__name__}")
 
 
 @contextmanager
@@ -67,7 +79,7 @@ class Client:
         self,
         url: str | None = None,
         *,
-        timeout: float | None = 60.0,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
         ws_connect: SyncConnect = connect_sync,
     ) -> None:
@@ -196,7 +208,7 @@ class AsyncClient:
         self,
         url: str | None = None,
         *,
-        timeout: float | None = 60.0,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
         transport: httpx.AsyncBaseTransport | None = None,
         ws_connect: AsyncConnect = connect_async,
     ) -> None:

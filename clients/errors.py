@@ -90,10 +90,11 @@ class ServerError(DifflowError):
 
 
 class ConnectionFailed(DifflowError):
-    """No answer from the server: connection refused or dropped, timeout, bad URL."""
+    """No answer from the server: connection refused or dropped, bad URL (code
+    ``connection_failed``), or none within the timeout (code ``timed_out``)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, code="connection_failed")
+    def __init__(self, message: str, code: str = "connection_failed") -> None:
+        super().__init__(message, code=code)
 
 
 _BY_STATUS: dict[int, type[DifflowError]] = {

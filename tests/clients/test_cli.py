@@ -8,6 +8,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from typer.testing import CliRunner, Result
@@ -145,6 +146,78 @@ def test_push_client_timed_with_default_time_and_frontier(exchange: Exchange) ->
     exchange.on("GET", "/v1/completions/w-1", answer(200, {"token": "w-1", "status": "done"}))
     result = ok(invoke(exchange, "push", "t", "--time", "1", "--advance-to", "5", stdin=rows))
     assert "pending" not in result.stdout, result.stdout
+
+
+def test_push_refuses_a_frontier_behind_the_tables_before_writing(exchange: Exchange) -> None:
+    """``--advance-to`` behind the table's frontier: nothing is written (audit 45: the rows
+    were, then the frontier's refusal read as if the whole push had been refused)."""
+    exchange.on("GET", "/v1/tables/t", answer(200, {**CLIENT_TIMED, "frontier": [[4, 4]]}))
+    for extra in ((), ("--ws",)):
+        result = invoke(
+            exchange,
+            "push",
+            "t",
+            "--time",
+            "5,5",
+            "--advance-to",
+            "1,5",
+            *extra,
+            stdin='{"a": 1}\n',
+        )
+        assert result.exit_code == 1
+        assert result.stderr == (
+            "error: frontier_backwards: advance_to [1, 5] would move the frontier of table 't' "
+            "backwards from [[4, 4]]; nothing was written\n"
+        )
+    assert [r.method for r in exchange.requests] == ["GET", "GET"]
+
+
+def test_push_says_the_rows_were_written_when_the_frontier_is_refused(
+    exchange: Exchange,
+) -> None:
+    """The frontier moved by another writer after the check: the refusal of the last
+    request says what the writes before it wrote."""
+    refused = answer(
+        409,
+        {
+            "error": {
+                "code": "frontier_backwards",
+                "message": "advance_to [3] would move the frontier of table 't' backwards from [9]",
+                "detail": {"path": "advance_to", "frontier": [9]},
+            }
+        },
+    )
+    exchange.on("GET", "/v1/tables/t", answer(200, {**CLIENT_TIMED, "frontier": [0]}))
+    exchange.on(
+        "POST",
+        "/v1/tables/t/updates",
+        answer(200, {"token": "w-1", "status": "done", "latency_ms": 1.0}),
+        refused,
+    )
+    result = invoke(exchange, "push", "t", "--time", "1", "--advance-to", "3", stdin='{"a": 1}\n')
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: frontier_backwards: 1 rows in 1 writes were written, then moving the frontier "
+        "to 3 was refused: advance_to [3] would move the frontier of table 't' backwards from "
+        "[9]\n"
+    )
+
+
+def test_a_request_without_an_answer_in_time_may_still_be_carried_out(
+    exchange: Exchange,
+) -> None:
+    """No limit on the wait for an answer unless ``--timeout`` says (audit 45: a view's
+    registration outlasted a fixed 60 s and was reported as a failed connection)."""
+    exchange.on("POST", "/v1/views", httpx.ReadTimeout("timed out"))
+    result = invoke(exchange, "--timeout", "5", "view", "create", "v", "-f", "-", stdin="{}")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: timed_out: POST http://127.0.0.1:8000/v1/views: no answer within the timeout; "
+        "the server may still carry out the request\n"
+    )
+    state = CliState(url="http://h:1", timeout=2.5)
+    assert state.client._http.timeout == httpx.Timeout(60.0, read=2.5)
+    assert CliState().client._http.timeout == httpx.Timeout(60.0, read=None)
 
 
 def test_push_with_times_to_a_server_timed_table_is_refused_before_writing(
