@@ -206,7 +206,7 @@ _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 def _flag(ws: WebSocket, name: str) -> bool:
     """A true/false query parameter (true when absent), read here rather than by FastAPI,
     which refuses a bad one with a bare 403 at the handshake instead of an error frame."""
-    value = query_value(ws.query_params, name, "invalid_parameter", name)
+    value = query_value(ws.query_params, name, "invalid", name)
     if value is None or value.lower() in _TRUE:
         return True
     if value.lower() in _FALSE:
@@ -214,7 +214,7 @@ def _flag(ws: WebSocket, name: str) -> bool:
     raise Invalid(
         f"query parameter {name!r} must be true or false (1/0, yes/no, on/off), not {value!r}",
         {"path": name},
-        "invalid_parameter",
+        "invalid",
     )
 
 

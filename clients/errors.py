@@ -128,7 +128,6 @@ _STATUS_BY_CODE: dict[str, int] = {
     "invalid_update": 422,
     "invalid_value": 422,
     "invalid_id": 422,
-    "invalid_parameter": 422,
     "wrong_type": 422,
     "wrong_columns": 422,
     "bad_time": 422,

@@ -37,8 +37,9 @@ _WS_SCHEMES = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The server's base URL, without a trailing slash."""
-    return (url or os.environ.get("DIFFLOW_URL") or DEFAULT_URL).rstrip("/")
+    """The server's base URL, without a trailing slash; ``host:port`` means ``http://``."""
+    resolved = (url or os.environ.get("DIFFLOW_URL") or DEFAULT_URL).rstrip("/")
+    return resolved if "://" in resolved else f"http://{resolved}"
 
 
 def segment(name: str | int) -> str:

@@ -426,7 +426,11 @@ class Catalog:
         complete = v.frontier.complete(arr)[0]
         kept = since.beyond(arr)[0]
         if not (complete and kept):
-            why = "is not complete yet" if not complete else "has been compacted away"
+            why = (
+                "is not complete yet"
+                if not complete
+                else "is not in the view's history (compacted away, or before the view's start)"
+            )
             raise Conflict(
                 f"as_of {time_to_wire(t)} {why}; valid times are at or beyond "
                 f"{frontier_to_wire(since)} and not at or beyond the frontier "

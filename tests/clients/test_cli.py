@@ -73,6 +73,8 @@ def test_url_option_and_environment(exchange: Exchange) -> None:
     exchange.on("POST", "/v1/tables", answer(201, EDGES))
     ok(invoke(exchange, "--url", "http://other:1", "table", "create", "t", "--column", "a:int"))
     assert str(exchange.last.url) == "http://other:1/v1/tables"
+    ok(invoke(exchange, "--url", "other:2/", "table", "create", "t", "--column", "a:int"))
+    assert str(exchange.last.url) == "http://other:2/v1/tables"  # as curl takes it
     assert "primary_key" not in body_of(exchange.last)
     ok(
         invoke(

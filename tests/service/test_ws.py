@@ -287,10 +287,10 @@ def test_subscribe_with_a_bad_flag_is_an_error_frame(
         with connect(f"{server.ws_url}/v1/views/{view}/subscribe?{query}") as ws:
             f = recv(ws)
         assert f["type"] == "error" and f["id"] is None
-        assert f["error"]["code"] == "invalid_parameter" and f["error"]["detail"] == {"path": path}
+        assert f["error"]["code"] == "invalid" and f["error"]["detail"] == {"path": path}
     with connect(f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=no&snapshot=yes") as ws:
         f = recv(ws)  # a flag given twice: which one was meant is unknown
-    assert f["type"] == "error" and f["error"]["code"] == "invalid_parameter"
+    assert f["type"] == "error" and f["error"]["code"] == "invalid"
     assert f["error"]["detail"] == {"path": "snapshot"} and "given 2 times" in f["error"]["message"]
     with connect(f"{server.ws_url}/v1/views/{view}/subscribe?snapshot=FALSE&progress=on") as ws:
         assert recv(ws)["type"] == "progress"  # no snapshot
