@@ -104,7 +104,10 @@ def push(
     ctx: typer.Context,
     table: Annotated[str, typer.Argument(help="The table to write to.")],
     file: Annotated[str, typer.Option("--file", "-f", help="Input file; - is stdin.")] = "-",
-    input_format: Annotated[InputFormat, typer.Option("--format")] = InputFormat.jsonl,
+    input_format: Annotated[
+        InputFormat | None,
+        typer.Option("--format", help="jsonl or csv; a file ending in .csv is read as csv."),
+    ] = None,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Updates per write.")] = 1000,
     at: Annotated[
         str | None, typer.Option("--time", help="Default time of the updates: T or T1,T2.")
@@ -116,6 +119,9 @@ def push(
 ) -> None:
     """Write updates from JSON lines (rows or update objects) or CSV (header row) to TABLE."""
     client = client_of(ctx)
+    if input_format is None:
+        csv = file.lower().endswith(".csv")
+        input_format = InputFormat.csv if csv else InputFormat.jsonl
     default_time = None if at is None else parse_time(at, "--time")
     frontier = None if advance_to is None else parse_time(advance_to, "--advance-to")
     stats = PushStats()
@@ -201,18 +207,25 @@ def _refused(
     where in the input it is and what was written before (or around) it; None when there is
     nothing to add."""
     where = f"write {number + 1} (input rows {first:,}-{first + size - 1:,})"
-    path = exc.detail.get("path") if isinstance(exc.detail, Mapping) else None
+    detail = exc.detail if isinstance(exc.detail, Mapping) else {}
+    path = detail.get("path")
     index = _INDEX.match(path) if isinstance(path, str) else None
     if index is not None:
         where += f", at input row {first + int(index.group(1)):,},"
+    hint = ""  # the server names its own flag; push's is --batch
+    if exc.code == "batch_too_large" and "limit" in detail:
+        hint = f" (push with --batch {detail['limit']} or less)"
     if index is None and not stats.writes:
-        return None  # the first write, refused as a whole: nothing to add
-    written = (
-        f"{stats.rows:,} rows in {stats.writes:,} other writes were written"
-        if stats.writes
-        else "nothing was written"
-    )
-    message = f"{where} was refused: {exc.message}; {written}"
+        if not hint:
+            return None  # the first write, refused as a whole: nothing to add
+        message = exc.message + hint
+    else:
+        written = (
+            f"{stats.rows:,} rows in {stats.writes:,} other writes were written"
+            if stats.writes
+            else "nothing was written"
+        )
+        message = f"{where} was refused: {exc.message}{hint}; {written}"
     return type(exc)(
         message, status=exc.status, code=exc.code, detail=exc.detail, frame_id=exc.frame_id
     )

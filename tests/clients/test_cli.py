@@ -150,6 +150,27 @@ def test_push_client_timed_with_default_time_and_frontier(exchange: Exchange) ->
     assert "pending" not in result.stdout, result.stdout
 
 
+def test_push_refused_as_too_large_names_its_own_option(exchange: Exchange) -> None:
+    """The server's ``--max-batch`` is not push's: the line says which ``--batch`` fits."""
+    too_large = answer(
+        413,
+        {
+            "error": {
+                "code": "batch_too_large",
+                "message": "2 updates in one write; the limit is 1 (--max-batch)",
+                "detail": {"limit": 1},
+            }
+        },
+    )
+    exchange.on("POST", "/v1/tables/edges/updates", too_large)
+    result = invoke(exchange, "push", "edges", stdin='{"src": 1, "dst": 2}\n{"src": 2, "dst": 3}\n')
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: batch_too_large: 2 updates in one write; the limit is 1 (--max-batch) "
+        "(push with --batch 1 or less)\n"
+    )
+
+
 def test_push_refuses_a_frontier_behind_the_tables_before_writing(exchange: Exchange) -> None:
     """``--advance-to`` behind the table's frontier: nothing is written (audit 45: the rows
     were, then the frontier's refusal read as if the whole push had been refused)."""
@@ -242,7 +263,7 @@ def test_push_csv_converts_by_column_type(exchange: Exchange, tmp_path: Path) ->
     exchange.on("POST", "/v1/tables/t/updates", answer(200, {"latency_ms": 0.5}))
     data = tmp_path / "t.csv"
     data.write_text('name,src,w,ok\na,1,0.5,true\n"b, c",-2,1e3,0\n\nd,3,2,FALSE\n')
-    result = ok(invoke(exchange, "push", "t", "-f", str(data), "--format", "csv", "--batch", "2"))
+    result = ok(invoke(exchange, "push", "t", "-f", str(data), "--batch", "2"))  # by its suffix
     assert [body_of(r) for r in exchange.requests[1:]] == [
         {
             "columns": {
