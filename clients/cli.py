@@ -7,6 +7,7 @@ with status 1; usage errors exit with status 2 (typer's own handling).
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from typing import Annotated, Any
@@ -224,6 +225,10 @@ def subscribe(
                 typer.echo(json_text(frame))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except BrokenPipeError:  # the reader has gone (``| head -1``): a normal end, at the
+        # first frame after it (a heartbeat at the latest); nothing more goes to the pipe
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(0) from None
 
 
 @app.command()

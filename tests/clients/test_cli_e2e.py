@@ -387,6 +387,33 @@ def test_ls_shows_tables_and_views(server: Server, api: Client) -> None:
 # --- subscribe ----------------------------------------------------------------------------------
 
 
+def test_subscribe_piped_into_a_reader_that_leaves_ends_cleanly(
+    server: Server, api: Client
+) -> None:
+    """``difflow subscribe v | head -1``: once the reader has gone, the next frame ends the
+    subscriber with status 0 and nothing on standard error (audit 45: status 1)."""
+    api.create_table("hp_t", {"k": "int"})
+    api.create_view("hp_v", {"op": "table", "name": "hp_t"})
+    sub = start("subscribe", "hp_v", env=clean_env(DIFFLOW_URL=server.url))
+    try:
+        assert sub.stdout is not None
+        assert orjson.loads(sub.stdout.readline())["type"] == "snapshot"
+        sub.stdout.close()  # as head does after its line
+        for k in range(50):  # frames until the subscriber writes into the closed pipe
+            api.write("hp_t", [{"insert": {"k": k}}])
+            if sub.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert sub.wait(timeout=WAIT_S) == 0
+        assert sub.stderr is not None and sub.stderr.read() == ""
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+            sub.wait()
+        assert sub.stderr is not None
+        sub.stderr.close()
+
+
 def test_subscribe_prints_snapshot_progress_and_diff_frames(server: Server, api: Client) -> None:
     api.create_table("s_t", {"k": "int", "g": "string"})
     api.create_view("s_v", count_plan("s_t", by=["g"]))
