@@ -34,7 +34,12 @@ from service.errors import LoadError, ServiceError
 from service.spark.arrow_transport import arrow_batches, interrupt
 from service.spark.session import DEFAULT_BATCH_ROWS
 from service.spark.source import SourceFrame
-from service.spark.spark_errors import error_condition, error_summary, is_spark_error
+from service.spark.spark_errors import (
+    error_condition,
+    error_summary,
+    is_spark_error,
+    without_spark_advice,
+)
 
 __all__ = [
     "DEFAULT_CHUNK_ROWS",
@@ -142,8 +147,10 @@ def _next_batch(
             raise _cancelled(rows) from exc
         condition = error_condition(exc) or ""
         code = "column_type" if condition.startswith(_VALUE_CONDITIONS) else "source_unreadable"
+        summary = error_summary(exc)
         raise LoadError(
-            f"Spark failed while reading the source: {error_summary(exc)}",
+            "Spark failed while reading the source: "
+            + (without_spark_advice(summary) if code == "column_type" else summary),
             code=code,
             detail={"condition": condition or None},
         ) from exc

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["error_condition", "error_summary", "is_spark_error"]
+__all__ = ["error_condition", "error_summary", "is_spark_error", "without_spark_advice"]
 
 _BRACKETED = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
+_SENTENCE = re.compile(r"(?<=\.)\s+")
 _SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?")
 _MAX_CAUSES = 16
 _JAVA_CLASS = re.compile(r"^(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*: ")
@@ -58,6 +59,14 @@ def error_summary(exc: BaseException) -> str:
     line = next(line.strip() for line in chosen.splitlines() if line.strip())
     line = _BRACKETED.sub("", _JAVA_CLASS.sub("", line), count=1).strip()
     return _SQLSTATE.sub("", line).strip().rstrip(";. ")
+
+
+def without_spark_advice(line: str) -> str:
+    """``line`` without Spark's advice to use ``try_cast`` or to turn ANSI mode off: either
+    gives NULLs, which a table refuses (``null_value``)."""
+    sentences = _SENTENCE.split(line)
+    kept = [s for s in sentences if "try_cast" not in s and "spark.sql.ansi" not in s]
+    return " ".join(kept).rstrip(";. ") if kept else line
 
 
 def _messages(exc: BaseException) -> list[str]:

@@ -219,6 +219,7 @@ def test_malformed_csv_value_fails_the_stream(write_text: Any, load: Any) -> Non
         load({"source": {"path": path}}, EDGES)
     assert info.value.code == "column_type"
     assert "'four'" in info.value.message
+    assert "try_cast" not in info.value.message  # its NULLs a table would refuse (audit 45)
 
 
 def test_bad_where(write_parquet: Any, plan: Any) -> None:
