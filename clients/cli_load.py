@@ -8,6 +8,7 @@ ends with a ``done`` line (exit 0) or the load's error (exit 1). Ctrl-C cancels 
 
 from __future__ import annotations
 
+import re
 import time
 from enum import Enum
 from pathlib import PurePath
@@ -124,11 +125,19 @@ def _follow(client: Client, load_id: str, table: str, poll_s: float) -> dict[str
             time.sleep(poll_s)
 
 
+_JSON_ADVICE = re.compile(r'Map it with "columns": .*$')
+
+
 def _load_error(load_id: str, status: dict[str, Any]) -> DifflowError:
     error = status.get("error")
     if isinstance(error, dict):
         code = str(error.get("code", status["state"]))
         message = str(error.get("message", f"load {load_id} {status['state']}"))
-        return DifflowError(message, code=code, detail=error.get("detail"))
+        detail = error.get("detail")
+        if code == "column_missing" and isinstance(detail, dict) and "column" in detail:
+            # the server's advice is the request's JSON; here the option says it
+            advice = f"Map it with --column {detail['column']}=<source column>"
+            message = _JSON_ADVICE.sub(advice, message)
+        return DifflowError(message, code=code, detail=detail)
     reason = f": {error}" if error else ""
     return DifflowError(f"load {load_id} {status['state']}{reason}", code=f"load_{status['state']}")

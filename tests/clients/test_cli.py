@@ -616,6 +616,22 @@ def test_load_from_sql_that_fails(exchange: Exchange) -> None:
     assert result.stderr == "error: source_unreadable: table db.t not found\n"
 
 
+def test_load_of_a_missing_column_says_which_option_maps_it(exchange: Exchange) -> None:
+    exchange.on("POST", "/v1/tables/edges/loads", answer(202, {"id": 8, "state": "queued"}))
+    error = {
+        "code": "column_missing",
+        "message": "source column 'src' (for table column 'src') is not in the source; "
+        'available columns: a (bigint). Map it with "columns": {"src": "<source column>"}',
+        "detail": {"column": "src", "source_column": "src", "available": ["a"]},
+    }
+    exchange.on("GET", "/v1/loads/8", answer(200, {"id": 8, "state": "failed", "error": error}))
+    result = invoke(exchange, "load", "edges", "--path", "/d/e.parquet", "--poll-s", "0")
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "available columns: a (bigint). Map it with --column src=<source column>\n"
+    ), result.stderr
+
+
 @pytest.mark.parametrize(
     "args",
     [
