@@ -29,7 +29,7 @@ from clients.cli_render import (
     views_table,
 )
 from clients.cli_state import CliState, client_of
-from clients.errors import DifflowError
+from clients.errors import DifflowError, NotFoundError
 from clients.wire import DEFAULT_URL
 
 __all__ = ["app", "main"]
@@ -239,7 +239,21 @@ def peek(
     as_json: JsonFlag = False,
 ) -> None:
     """Show the rows of VIEW (at its latest complete time, or --as-of)."""
-    answer = client_of(ctx).rows(view, None if as_of is None else parse_time(as_of, "--as-of"))
+    client = client_of(ctx)
+    try:
+        answer = client.rows(view, None if as_of is None else parse_time(as_of, "--as-of"))
+    except NotFoundError as exc:
+        try:
+            client.table(view)
+        except DifflowError:
+            raise exc from None
+        raise NotFoundError(  # only views have rows: a table is read through one
+            f"{exc.message}; {view} is a table, and only views have rows: create a view "
+            f'of it ({{"op": "table", "name": "{view}"}}) and peek at that',
+            status=exc.status,
+            code=exc.code,
+            detail=exc.detail,
+        ) from exc
     if as_json:
         typer.echo(json_text(answer))
     else:

@@ -444,6 +444,22 @@ def test_peek_prints_a_table(exchange: Exchange) -> None:
     assert lines[-1] == "time 7, frontier [8], 2 distinct rows"
 
 
+def test_peek_at_a_table_says_to_read_it_through_a_view(exchange: Exchange) -> None:
+    missing = {"error": {"code": "not_found", "message": "no view named 'edges'", "detail": {}}}
+    exchange.on("GET", "/v1/views/edges/rows", answer(404, missing))
+    exchange.on("GET", "/v1/tables/edges", answer(200, EDGES))
+    exchange.on("GET", "/v1/tables/nope", answer(404, missing))
+    result = invoke(exchange, "peek", "edges")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: not_found: no view named 'edges'; edges is a table, and only views have rows: "
+        'create a view of it ({"op": "table", "name": "edges"}) and peek at that\n'
+    )
+    exchange.on("GET", "/v1/views/nope/rows", answer(404, missing))
+    result = invoke(exchange, "peek", "nope")  # neither: the server's answer as it is
+    assert result.stderr == "error: not_found: no view named 'edges'\n"
+
+
 def test_peek_json(exchange: Exchange) -> None:
     exchange.on("GET", "/v1/views/reach/rows", answer(200, ROWS))
     result = ok(invoke(exchange, "peek", "reach", "--json"))
@@ -474,6 +490,7 @@ def test_ls(exchange: Exchange) -> None:
 def test_errors_print_one_line_and_exit_1(exchange: Exchange) -> None:
     error = {"error": {"code": "not_found", "message": "no view named 'nope'", "detail": None}}
     exchange.on("GET", "/v1/views/nope/rows", answer(404, error))
+    exchange.on("GET", "/v1/tables/nope", answer(404, error))
     result = invoke(exchange, "peek", "nope")
     assert result.exit_code == 1
     assert result.stderr == "error: not_found: no view named 'nope'\n"
