@@ -73,7 +73,11 @@ def _subscribe_path(view: str, snapshot: bool, progress: bool) -> tuple[str, dic
 
 
 class Client:
-    """A synchronous difflow client; ``url`` defaults to ``$DIFFLOW_URL`` or localhost:8000."""
+    """A synchronous difflow client; ``url`` defaults to ``$DIFFLOW_URL`` or localhost:8000.
+
+    ``timeout`` bounds the HTTP requests (``DEFAULT_TIMEOUT``: no limit on waiting for an
+    answer); WebSockets open within websockets' own 10 s and then wait for frames without
+    limit."""
 
     def __init__(
         self,

@@ -94,8 +94,8 @@ def create_table(
     time_dims: int = 1,
 ) -> Call:
     body: dict[str, Any] = {"name": name, "columns": _columns(columns)}
-    if primary_key is not None:
-        body["primary_key"] = list(primary_key)
+    if primary_key is not None:  # a bare str is one column, not its letters
+        body["primary_key"] = [primary_key] if isinstance(primary_key, str) else list(primary_key)
     body.update(timing=timing, time_dims=time_dims)
     return Call("POST", "/v1/tables", body=body)
 

@@ -21,6 +21,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+import numpy as np
+
 __all__ = ["Expr", "ExprLike", "cast", "col", "fn", "if_", "lit", "to_expr"]
 
 
@@ -164,8 +166,8 @@ def to_expr(value: ExprLike) -> Expr:
         return value
     if isinstance(value, str):
         return Col(value)
-    if isinstance(value, bool):
-        return Value(value)
+    if isinstance(value, (bool, np.bool_)):
+        return Value(bool(value))
     if isinstance(value, numbers.Integral):
         return Value(int(value))
     if isinstance(value, numbers.Real):

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 JoinKey: TypeAlias = str | tuple[str, str] | Sequence[str]
-OrderKey: TypeAlias = str | tuple[str, bool]
+OrderKey: TypeAlias = str | tuple[str, bool] | Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,13 @@ class Plan:
         return _node("select", input=self, columns=exprs)
 
     def filter(self, where: ExprLike) -> Plan:
-        """Keep the rows where ``where`` is true."""
+        """Keep the rows where ``where`` is true (``lit(True)`` for a constant: a Python
+        bool here is most likely ``col(...) == ...``, which compares nodes, not values)."""
+        if isinstance(where, bool):
+            raise TypeError(
+                "filter got a Python bool: spell equality .eq() / .ne() (== compares "
+                "expression nodes), or write a constant condition as lit(True) / lit(False)"
+            )
         return _node("filter", input=self, where=to_expr(where))
 
     def flat_map(self, as_: str, start: ExprLike, stop: ExprLike) -> Plan:
@@ -148,11 +154,12 @@ class Plan:
         aggregates: Mapping[str, Aggregate] | None = None,
         /,
         *,
-        by: Sequence[str] = (),
+        by: str | Sequence[str] = (),
         **named: Aggregate,
     ) -> Plan:
         """Group by ``by`` and compute ``{out: aggregate}`` (a mapping, keywords, or both)."""
-        return _node("reduce", input=self, by=list(by), aggregates=_merge(aggregates, named))
+        columns = _columns(by)
+        return _node("reduce", input=self, by=columns, aggregates=_merge(aggregates, named))
 
     def distinct(self) -> Plan:
         """Each present row once."""
@@ -162,11 +169,18 @@ class Plan:
         """Each row once if its count is at least ``at_least``."""
         return _node("threshold", input=self, at_least=at_least)
 
-    def top_k(self, k: int, *, by: Sequence[str] = (), order_by: Sequence[OrderKey] = ()) -> Plan:
+    def top_k(
+        self,
+        k: int,
+        *,
+        by: str | Sequence[str] = (),
+        order_by: str | Mapping[str, Any] | Sequence[OrderKey] = (),
+    ) -> Plan:
         """The first ``k`` rows per ``by`` group in ``order_by`` order: each key a column
-        (ascending) or ``(column, descending)``."""
-        order = [_order_key(key) for key in order_by]
-        return _node("top_k", input=self, by=list(by), order_by=order, k=k)
+        (ascending), ``(column, descending)`` or API.md's ``{"col", "desc"?}``."""
+        keys: Sequence[OrderKey] = [order_by] if isinstance(order_by, (str, Mapping)) else order_by
+        order = [_order_key(key) for key in keys]
+        return _node("top_k", input=self, by=_columns(by), order_by=order, k=k)
 
 
 def table(name: str) -> Plan:
@@ -236,8 +250,21 @@ def _merge(mapping: Mapping[str, Any] | None, named: Mapping[str, Any]) -> dict[
     return merged
 
 
+def _columns(names: str | Sequence[str]) -> list[str]:
+    """Column names: a bare ``str`` is one column (not its letters)."""
+    if isinstance(names, str):
+        return [names]
+    return [str(n) for n in names]
+
+
 def _join_keys(on: JoinKey | Sequence[JoinKey]) -> list[list[str]]:
-    keys = [on] if isinstance(on, str) else list(on)
+    """``"k"``, ``("l", "r")`` (one pair), or a list of names and pairs."""
+    if isinstance(on, str) or (
+        isinstance(on, tuple) and len(on) == 2 and all(isinstance(k, str) for k in on)
+    ):
+        keys: list[Any] = [on]
+    else:
+        keys = list(on)
     pairs: list[list[str]] = []
     for key in keys:
         if isinstance(key, str):
@@ -252,5 +279,9 @@ def _join_keys(on: JoinKey | Sequence[JoinKey]) -> list[list[str]]:
 def _order_key(key: OrderKey) -> dict[str, Any]:
     if isinstance(key, str):
         return {"col": key}
+    if isinstance(key, Mapping):  # API.md's own form
+        if set(key) - {"col", "desc"} or not isinstance(key.get("col"), str):
+            raise ValueError(f'an order key is {{"col": name, "desc"?: bool}}, not {key!r}')
+        return {"col": key["col"], "desc": True} if key.get("desc") else {"col": key["col"]}
     name, descending = key
     return {"col": name, "desc": True} if descending else {"col": name}

@@ -15,15 +15,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
+from clients.errors import ConnectionFailed
 from clients.websocket import (
     TRANSPORT_ERRORS,
     AsyncConnect,
     AsyncLazySocket,
     LazySocket,
     SyncConnect,
-    closed_error,
     decode_frame,
     encode_frame,
+    lost_error,
 )
 
 __all__ = ["AsyncTableWriter", "TableWriter"]
@@ -43,8 +44,13 @@ class TableWriter(LazySocket):
 
     @property
     def pending(self) -> int:
-        """Frames sent whose answer has not been received yet."""
+        """Frames sent whose answer has not been received yet (0 once the connection is
+        lost: those answers never come)."""
         return self._pending
+
+    def _lost(self, exc: BaseException) -> ConnectionFailed:
+        lost, self._pending = self._pending, 0
+        return lost_error(self.url, exc, lost)
 
     def send(self, body: Mapping[str, Any], id: Any = None) -> None:
         """Send one write body (see ``write_body``), tagged with ``id``; do not wait."""
@@ -52,7 +58,7 @@ class TableWriter(LazySocket):
         try:
             connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
-            raise closed_error(self.url, exc) from exc
+            raise self._lost(exc) from exc
         self._pending += 1
 
     def recv(self) -> dict[str, Any]:
@@ -63,7 +69,7 @@ class TableWriter(LazySocket):
         try:
             message = connection.recv()
         except TRANSPORT_ERRORS as exc:
-            raise closed_error(self.url, exc) from exc
+            raise self._lost(exc) from exc
         self._pending -= 1
         return decode_frame(message)
 
@@ -83,8 +89,13 @@ class AsyncTableWriter(AsyncLazySocket):
 
     @property
     def pending(self) -> int:
-        """Frames sent whose answer has not been received yet."""
+        """Frames sent whose answer has not been received yet (0 once the connection is
+        lost: those answers never come)."""
         return self._pending
+
+    def _lost(self, exc: BaseException) -> ConnectionFailed:
+        lost, self._pending = self._pending, 0
+        return lost_error(self.url, exc, lost)
 
     async def send(self, body: Mapping[str, Any], id: Any = None) -> None:
         """Send one write body tagged with ``id``; do not wait for its ack."""
@@ -92,7 +103,7 @@ class AsyncTableWriter(AsyncLazySocket):
         try:
             await connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
-            raise closed_error(self.url, exc) from exc
+            raise self._lost(exc) from exc
         self._pending += 1
 
     async def recv(self) -> dict[str, Any]:
@@ -103,7 +114,7 @@ class AsyncTableWriter(AsyncLazySocket):
         try:
             message = await connection.recv()
         except TRANSPORT_ERRORS as exc:
-            raise closed_error(self.url, exc) from exc
+            raise self._lost(exc) from exc
         self._pending -= 1
         return decode_frame(message)
 

@@ -35,6 +35,7 @@ __all__ = [
     "connect_sync",
     "decode_frame",
     "encode_frame",
+    "lost_error",
     "open_error",
 ]
 
@@ -105,6 +106,16 @@ def closed_error(url: str, exc: BaseException) -> ConnectionFailed:
     return ConnectionFailed(f"connection to {url} lost: {exc}")
 
 
+def lost_error(url: str, exc: BaseException, unanswered: int) -> ConnectionFailed:
+    """A writer's connection lost with ``unanswered`` frames sent and not answered."""
+    if not unanswered:
+        return closed_error(url, exc)
+    return ConnectionFailed(
+        f"connection to {url} lost: {exc}; {unanswered} frame(s) sent got no answer (each may "
+        "or may not have been applied)"
+    )
+
+
 def encode_frame(body: Mapping[str, Any], frame_id: Any = None) -> str:
     """``body`` as a text frame, tagged with ``"id": frame_id`` unless that is None."""
     frame = dict(body)
@@ -158,7 +169,7 @@ class LazySocket:
                 raise ConnectionFailed(f"{self.kind} {self.url} is closed")
             try:
                 self._connection = self._connect(self.url)
-            except TRANSPORT_ERRORS as exc:
+            except (*TRANSPORT_ERRORS, ValueError) as exc:  # ValueError: a port out of range
                 self._closed = True
                 raise open_error(self.url, exc) from exc
         return self._connection
@@ -195,7 +206,7 @@ class AsyncLazySocket:
                 raise ConnectionFailed(f"{self.kind} {self.url} is closed")
             try:
                 self._connection = await self._connect(self.url)
-            except TRANSPORT_ERRORS as exc:
+            except (*TRANSPORT_ERRORS, ValueError) as exc:  # ValueError: a port out of range
                 self._closed = True
                 raise open_error(self.url, exc) from exc
         return self._connection

@@ -15,7 +15,7 @@ from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 import numpy as np
 import orjson
 
-from clients.errors import InvalidError
+from clients.errors import ConnectionFailed, InvalidError
 
 __all__ = [
     "DEFAULT_URL",
@@ -52,8 +52,8 @@ def ws_url(base_url: str, path: str, params: Mapping[str, str] | None = None) ->
     parts = urlsplit(base_url)
     scheme = _WS_SCHEMES.get(parts.scheme)
     if scheme is None:
-        raise ValueError(
-            f"server URL {base_url!r} must start with http://, https://, ws://, wss://"
+        raise ConnectionFailed(
+            f"bad URL {base_url!r}: it must start with http://, https://, ws:// or wss://"
         )
     query = urlencode(params or {})
     return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + path, query, ""))

@@ -109,6 +109,7 @@ def test_booleans_stay_booleans_and_numpy_scalars_become_numbers() -> None:
     assert rendered == '{"fn": "and", "args": ["a", true]}'
     assert json.dumps(to_expr(np.int64(3)).to_json()) == "3"  # type: ignore[arg-type]
     assert json.dumps(to_expr(np.float32(0.5)).to_json()) == "0.5"  # type: ignore[arg-type]
+    assert json.dumps(to_expr(np.bool_(True)).to_json()) == "true"  # type: ignore[arg-type]
     assert to_expr("x").to_json() == "x"
 
 
@@ -199,6 +200,12 @@ def test_joins() -> None:
     assert joined.to_json()["columns"] == {"s": {"fn": "add", "args": ["left.a", "right.b"]}}
     with pytest.raises(ValueError, match="inner, semi or anti"):
         left.join(right, on="k", how="outer")
+    # one (left, right) pair as a tuple, not two same-name keys (audit 46)
+    assert left.join(right, on=("node", "src")).to_json()["on"] == [["node", "src"]]
+    assert left.join(right, on=["node", "src"]).to_json()["on"] == [
+        ["node", "node"],
+        ["src", "src"],
+    ]
 
 
 def test_reduce_with_every_aggregate() -> None:
@@ -217,6 +224,7 @@ def test_reduce_with_every_aggregate() -> None:
             "d": {"fn": "count_distinct", "of": "x"},
         },
     }
+    assert table("t").reduce(by="src", n=count()).to_json()["by"] == ["src"]  # not s, r, c
     by_mapping = table("t").reduce({"by": count()})
     assert by_mapping.to_json()["aggregates"] == {"by": {"fn": "count"}}
     assert by_mapping.to_json()["by"] == []
@@ -234,6 +242,20 @@ def test_distinct_threshold_top_k() -> None:
         "order_by": [{"col": "x", "desc": True}, {"col": "y"}, {"col": "z"}],
         "k": 3,
     }
+    api_form = table("t").top_k(by="g", order_by=[{"col": "x", "desc": True}, {"col": "y"}], k=3)
+    assert api_form.to_json() == top.to_json() | {
+        "order_by": [{"col": "x", "desc": True}, {"col": "y"}]
+    }
+    assert table("t").top_k(order_by="x", k=1).to_json()["order_by"] == [{"col": "x"}]
+    with pytest.raises(ValueError, match="an order key"):
+        table("t").top_k(order_by=[{"column": "x"}], k=1)
+
+
+def test_a_filter_on_a_python_bool_is_refused() -> None:
+    """``col("x") == 1`` compares nodes (False): as a filter it would keep no row, silently."""
+    with pytest.raises(TypeError, match=r"\.eq\(\)"):
+        table("t").filter(col("x") == 1)
+    assert table("t").filter(lit(True)).to_json()["where"] == {"lit": True}
 
 
 def test_iterate_with_max_iterations_and_mutual_recursion() -> None:

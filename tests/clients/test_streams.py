@@ -140,11 +140,24 @@ def test_writer_raises_error_frames_and_keeps_going() -> None:
 
 
 def test_writer_reports_a_connection_lost_with_acks_pending() -> None:
+    """The answers of a lost connection never come: nothing is pending any more, so a loop
+    draining the writer ends (audit 46: it spun on the same error)."""
     connect = connector([])
     with sync_client(connect) as client, client.ws_writer("t") as writer:
         writer.send({"updates": []})
-        with pytest.raises(ConnectionFailed, match="lost"):
+        writer.send({"updates": []})
+        with pytest.raises(ConnectionFailed, match=r"lost.*2 frame\(s\) sent got no answer"):
             writer.recv()
+        assert writer.pending == 0 and list(writer) == []
+
+
+def test_a_url_the_sockets_cannot_use_is_a_connection_failure() -> None:
+    with Client("ftp://h:1") as client:
+        for opening in (lambda: client.subscribe("v"), lambda: client.ws_writer("t")):
+            with pytest.raises(ConnectionFailed, match="bad URL"):
+                opening()
+    with Client("http://127.0.0.1:99999") as client, pytest.raises(ConnectionFailed):
+        client.ws_writer("t").send({"updates": []})
 
 
 def test_async_subscription_and_writer() -> None:
