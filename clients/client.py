@@ -112,6 +112,11 @@ class Client:
             call, response.status_code, response.content, response.reason_phrase
         )
 
+    def _ws_url(self, path: str, params: dict[str, str] | None = None) -> str:
+        if self._http.is_closed:
+            raise _closed_client(self.url)
+        return ws_url(self.url, path, params)
+
     def health(self) -> dict[str, Any]:
         """``{"status": "ok"}`` once the server accepts requests."""
         return self._send(endpoints.health())
@@ -195,11 +200,11 @@ class Client:
     def subscribe(self, view: str, snapshot: bool = True, progress: bool = True) -> Subscription:
         """The frames of ``view`` as they come; iterate it inside ``with``."""
         path, params = _subscribe_path(view, snapshot, progress)
-        return Subscription(ws_url(self.url, path, params), self._ws_connect)
+        return Subscription(self._ws_url(path, params), self._ws_connect)
 
     def ws_writer(self, table: str) -> TableWriter:
         """A pipelined WebSocket writer to ``table``; use as a context manager."""
-        url = ws_url(self.url, f"/v1/tables/{segment(table)}/updates")
+        url = self._ws_url(f"/v1/tables/{segment(table)}/updates")
         return TableWriter(url, self._ws_connect)
 
 
@@ -240,6 +245,11 @@ class AsyncClient:
         return endpoints.decode(
             call, response.status_code, response.content, response.reason_phrase
         )
+
+    def _ws_url(self, path: str, params: dict[str, str] | None = None) -> str:
+        if self._http.is_closed:
+            raise _closed_client(self.url)
+        return ws_url(self.url, path, params)
 
     async def health(self) -> dict[str, Any]:
         return await self._send(endpoints.health())
@@ -322,9 +332,9 @@ class AsyncClient:
     ) -> AsyncSubscription:
         """The frames of ``view``; ``async for`` it inside ``async with``."""
         path, params = _subscribe_path(view, snapshot, progress)
-        return AsyncSubscription(ws_url(self.url, path, params), self._ws_connect)
+        return AsyncSubscription(self._ws_url(path, params), self._ws_connect)
 
     def ws_writer(self, table: str) -> AsyncTableWriter:
         """A pipelined WebSocket writer to ``table``; use with ``async with``."""
-        url = ws_url(self.url, f"/v1/tables/{segment(table)}/updates")
+        url = self._ws_url(f"/v1/tables/{segment(table)}/updates")
         return AsyncTableWriter(url, self._ws_connect)

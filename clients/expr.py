@@ -188,7 +188,9 @@ def col(name: str) -> Col:
 
 def lit(value: bool | int | float | str) -> Value:
     """Any literal, written ``{"lit": value}``; the way to put a string constant in a plan."""
-    return Value(_finite(value) if isinstance(value, float) else value, boxed=True)
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        value = _finite(float(value))  # numpy floats included
+    return Value(value, boxed=True)
 
 
 def fn(name: str, *args: ExprLike) -> Call:

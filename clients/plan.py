@@ -198,11 +198,15 @@ def var(name: str) -> Plan:
     return _node("var", name=name)
 
 
-def concat(*plans: Plan) -> Plan:
-    """The multiset union of ``plans``."""
-    if not plans:
+def concat(*plans: Plan | Sequence[Plan]) -> Plan:
+    """The multiset union of ``plans`` (given one by one, or as one list)."""
+    inputs = list(plans[0]) if len(plans) == 1 and not isinstance(plans[0], Plan) else plans
+    if not inputs:
         raise ValueError("concat needs at least one plan")
-    return _node("concat", inputs=list(plans))
+    for p in inputs:
+        if not isinstance(p, Plan):
+            raise TypeError(f"concat takes plans, not {type(p).__name__}")
+    return _node("concat", inputs=list(inputs))
 
 
 def iterate(

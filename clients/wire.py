@@ -38,8 +38,15 @@ _WS_SCHEMES = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
 
 def resolve_url(url: str | None = None) -> str:
     """The server's base URL, without a trailing slash; ``host:port`` means ``http://``."""
-    resolved = (url or os.environ.get("DIFFLOW_URL") or DEFAULT_URL).rstrip("/")
-    return resolved if "://" in resolved else f"http://{resolved}"
+    given = url or os.environ.get("DIFFLOW_URL") or DEFAULT_URL
+    resolved = (given if "://" in given else f"http://{given}").rstrip("/")
+    try:
+        host = urlsplit(resolved).netloc
+    except ValueError as exc:  # an unclosed IPv6 bracket, say
+        raise ConnectionFailed(f"bad URL {resolved!r}: {exc}") from exc
+    if not host:
+        raise ConnectionFailed(f"bad URL {given!r}: it names no host")
+    return resolved
 
 
 def segment(name: str | int) -> str:

@@ -251,6 +251,15 @@ def test_distinct_threshold_top_k() -> None:
         table("t").top_k(order_by=[{"column": "x"}], k=1)
 
 
+def test_concat_takes_one_list_too_and_lit_checks_numpy_floats() -> None:
+    a, b = table("a"), table("b")
+    assert concat([a, b]).to_json() == concat(a, b).to_json()
+    with pytest.raises(TypeError, match="concat takes plans"):
+        concat([a, "b"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="no JSON form"):
+        lit(np.float32("nan"))  # type: ignore[arg-type]
+
+
 def test_a_filter_on_a_python_bool_is_refused() -> None:
     """``col("x") == 1`` compares nodes (False): as a filter it would keep no row, silently."""
     with pytest.raises(TypeError, match=r"\.eq\(\)"):

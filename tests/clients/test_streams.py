@@ -151,6 +151,16 @@ def test_writer_reports_a_connection_lost_with_acks_pending() -> None:
         assert writer.pending == 0 and list(writer) == []
 
 
+def test_a_closed_client_opens_no_socket() -> None:
+    client = sync_client(connector([SNAPSHOT]))
+    client.close()
+    for opening in (lambda: client.subscribe("v"), lambda: client.ws_writer("t")):
+        with pytest.raises(ConnectionFailed, match="is closed"):
+            opening()
+    with pytest.raises(ConnectionFailed, match="names no host"):
+        Client("http://")
+
+
 def test_a_url_the_sockets_cannot_use_is_a_connection_failure() -> None:
     with Client("ftp://h:1") as client:
         for opening in (lambda: client.subscribe("v"), lambda: client.ws_writer("t")):

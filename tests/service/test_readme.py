@@ -5,6 +5,7 @@ shows are checked. Documentation that drifts from the service fails here."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import json
 import re
@@ -77,9 +78,10 @@ def test_the_readme_python_example_runs(
     assert '"http://127.0.0.1:8000"' in code
     subscribe = clients.Client.subscribe
 
-    def first_frames(self: clients.Client, view: str, **kw: bool) -> Iterator[dict]:
+    @contextlib.contextmanager
+    def first_frames(self: clients.Client, view: str, **kw: bool) -> Iterator[Iterator[dict]]:
         with subscribe(self, view, **kw) as frames:
-            yield from itertools.islice(frames, 2)
+            yield itertools.islice(frames, 2)
 
     monkeypatch.setattr(clients.Client, "subscribe", first_frames)
     exec(compile(code.replace('"http://127.0.0.1:8000"', repr(server.url)), "README", "exec"), {})
