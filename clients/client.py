@@ -99,6 +99,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        """Close the HTTP connections; later calls raise ``ConnectionFailed``."""
         self._http.close()
 
     def _send(self, call: Call) -> Any:
@@ -133,12 +134,15 @@ class Client:
         return self._send(endpoints.create_table(name, columns, primary_key, timing, time_dims))
 
     def tables(self) -> list[dict[str, Any]]:
+        """Every table's description (name, columns, timing, frontier, rows, readers)."""
         return self._send(endpoints.tables())
 
     def table(self, name: str) -> dict[str, Any]:
+        """Table ``name``'s description."""
         return self._send(endpoints.table(name))
 
     def drop_table(self, name: str) -> None:
+        """Drop table ``name`` (a ``ConflictError`` while a view reads it)."""
         self._send(endpoints.drop_table(name))
 
     def write(
@@ -157,18 +161,23 @@ class Client:
         return self._send(endpoints.write(table, body, wait))
 
     def completion(self, token: str) -> dict[str, Any]:
+        """The answer of the write ``token`` (a write answered pending): pending or done."""
         return self._send(endpoints.completion(token))
 
     def create_view(self, name: str, query: Plan | Mapping[str, Any]) -> dict[str, Any]:
+        """Register view ``name`` of ``query`` (a ``Plan`` or its JSON); its description."""
         return self._send(endpoints.create_view(name, query))
 
     def views(self) -> list[dict[str, Any]]:
+        """Every view's description."""
         return self._send(endpoints.views())
 
     def view(self, name: str) -> dict[str, Any]:
+        """View ``name``'s description."""
         return self._send(endpoints.view(name))
 
     def drop_view(self, name: str) -> None:
+        """Drop view ``name`` (a ``ConflictError`` while another view reads it)."""
         self._send(endpoints.drop_view(name))
 
     def rows(self, view: str, as_of: Time | None = None) -> dict[str, Any]:
@@ -188,6 +197,7 @@ class Client:
         return self._send(endpoints.create_load(table, source, columns, where, mode, time))
 
     def load(self, load_id: str | int) -> dict[str, Any]:
+        """The status of Spark load ``load_id``."""
         return self._send(endpoints.load(load_id))
 
     def cancel_load(self, load_id: str | int) -> dict[str, Any]:
@@ -195,6 +205,7 @@ class Client:
         return self._send(endpoints.cancel_load(load_id))
 
     def metrics(self) -> str:
+        """The server's Prometheus metrics, as text."""
         return self._send(endpoints.metrics())
 
     def subscribe(self, view: str, snapshot: bool = True, progress: bool = True) -> Subscription:
@@ -338,3 +349,14 @@ class AsyncClient:
         """A pipelined WebSocket writer to ``table``; use with ``async with``."""
         url = self._ws_url(f"/v1/tables/{segment(table)}/updates")
         return AsyncTableWriter(url, self._ws_connect)
+
+
+def _share_docstrings() -> None:
+    """The async mirror's methods say what the sync ones do."""
+    for name, method in vars(AsyncClient).items():
+        twin = getattr(Client, "close" if name == "aclose" else name, None)
+        if callable(method) and not method.__doc__ and twin is not None:
+            method.__doc__ = twin.__doc__
+
+
+_share_docstrings()
