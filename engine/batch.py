@@ -94,9 +94,6 @@ class UpdateBatch:
     def with_data(self, data: np.ndarray) -> UpdateBatch:
         return UpdateBatch(np.ascontiguousarray(data, dtype=np.int64), self.times, self.diffs)
 
-    def with_times(self, times: np.ndarray) -> UpdateBatch:
-        return UpdateBatch(self.data, np.ascontiguousarray(times, dtype=np.int64), self.diffs)
-
     def enter(self) -> UpdateBatch:
         """Times gain a trailing zero coordinate (entering a nested scope)."""
         zeros = np.zeros((1, len(self)), dtype=np.int64)

@@ -396,11 +396,6 @@ class Arrangement:
         joined = Collection(Join(self.scope, left.op, right.op, outputs, qualified))
         return joined.select(resolved)
 
-    def as_of_scope(self, scope: Scope) -> Arrangement:
-        if self.scope is scope:
-            return self
-        return self.as_collection()._in(scope).arrange_by_key(self.key_columns)
-
 
 def _value_index(names: list[str], extra: list[str], by: Sequence[str], column: str) -> int:
     """Position of ``column`` among the value (non-key) columns of the shaped input."""

@@ -120,11 +120,3 @@ class StringInterner:
         _, inverse, strings = self.strings_of_unique(ids)
         out = self.intern_many([fn(s) for s in strings])  # type: ignore[operator]
         return out[inverse] if out.shape[0] else out
-
-    def intern_sequence(self, strings: Sequence[str]) -> np.ndarray:
-        """Like :meth:`intern_many` but probes each distinct string once (numpy unique)."""
-        if len(strings) == 0:
-            return np.zeros(0, dtype=np.int64)
-        arr = np.asarray(strings, dtype=object)
-        uniq, inverse = np.unique(arr, return_inverse=True)
-        return self.intern_many(uniq.tolist())[inverse.reshape(-1)]

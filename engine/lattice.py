@@ -132,11 +132,6 @@ class Antichain:
         """The empty frontier: nothing more will come."""
         return cls(np.zeros((0, dims), dtype=np.int64))
 
-    @classmethod
-    def from_times(cls, times: np.ndarray) -> Antichain:
-        """The minimal elements of a ``(d, n)`` array of times."""
-        return cls(np.ascontiguousarray(times.T))
-
     # -- queries ------------------------------------------------------------------------
     @property
     def is_empty(self) -> bool:

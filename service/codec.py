@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from engine import Antichain, ColumnType, Schema, StringInterner, UpdateBatch
+from engine import Antichain, ColumnType, Schema, StringInterner
 from engine.schema import decode, encode
 from service.errors import Invalid
 
@@ -321,7 +321,3 @@ def count_to_wire(total: int) -> int:
     64-bit value, saturated at int64's ends rather than wrapped (JSON readers and orjson
     take no more)."""
     return min(max(total, INT64_MIN), INT64_MAX)
-
-
-def batch_time_keys(batch: UpdateBatch) -> list[tuple[int, ...]]:
-    return [tuple(int(x) for x in col) for col in batch.times.T]

@@ -119,10 +119,6 @@ class CompletionStore:
             "size)"
         )
 
-    def forget(self, cmd: WriteCommand) -> None:
-        with self._lock:
-            self._pending.pop(cmd.token, None)
-
     def lookup(self, token: str) -> tuple[str, dict[str, Any] | WriteCommand] | None:
         with self._lock:
             if token in self._done:
