@@ -9,6 +9,8 @@ Operators map to server functions: ``+ - * % -x`` are ``add sub mul mod neg``; b
 ``//`` are ``div`` (the server divides ints toward negative infinity, floats exactly);
 ``< <= > >=`` are ``lt le gt ge``; ``& | ~`` are ``and or not``. ``==`` and ``!=`` keep their
 Python meaning (nodes compare by value), so equality is spelled ``.eq()`` / ``.ne()``.
+The one-argument functions are methods too: ``.abs() .length() .lower() .upper()
+.cast(to)``; any other call is ``fn(name, ...)``.
 Nodes refuse ``bool()`` so that ``a < b < c`` or ``x and y`` fail loudly instead of silently
 dropping a condition.
 """
@@ -114,6 +116,22 @@ class Expr(ABC):
     def ne(self, other: ExprLike) -> Call:
         """``self != other`` on the server."""
         return self._call("ne", other)
+
+    def abs(self) -> Call:
+        """The absolute value (``abs``)."""
+        return self._call("abs")
+
+    def length(self) -> Call:
+        """A string's length in code points (``length``)."""
+        return self._call("length")
+
+    def lower(self) -> Call:
+        """A string in lower case (``lower``)."""
+        return self._call("lower")
+
+    def upper(self) -> Call:
+        """A string in upper case (``upper``)."""
+        return self._call("upper")
 
     def cast(self, to: str) -> Call:
         """This value converted to column type ``to`` (``int``, ``float``, ``bool``, ``string``)."""
