@@ -11,11 +11,15 @@ partials, rounded once at the end (the algorithm of CPython's ``math.fsum``).
 
 A term whose product is not finite (an infinite or NaN value, or a product beyond the float
 range) makes the sum the plain float sum of such terms, in order (IEEE: infinities of both
-signs give NaN). Partial sums must not overflow (their exact total would then be rounded
-to infinity, where ``math.fsum`` raises).
+signs give NaN). Where the partials overflow (terms near the float range: ``1e308, 1e308,
+-1e308``), the segment is summed again in exact rational arithmetic, rounded once (to an
+infinity of its sign beyond the float range), where ``math.fsum`` would raise.
 """
 
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import numpy as np
 from numba import njit
@@ -88,16 +92,40 @@ def _rounded(partials: np.ndarray, n: int) -> float:
     return hi
 
 
-@njit(cache=True, nogil=True)
 def segment_fsums(values: np.ndarray, counts: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per segment (beginning where ``starts`` is true; the first one at 0), the correctly
     rounded sum of ``values[i] * counts[i]``."""
+    out, overflowed = _segment_fsums(values, counts, starts)
+    if overflowed.any():
+        bounds = np.append(np.flatnonzero(starts), values.shape[0])
+        for s in np.flatnonzero(overflowed).tolist():
+            lo, hi = int(bounds[s]), int(bounds[s + 1])
+            out[s] = _exact(values[lo:hi].tolist(), counts[lo:hi].tolist())
+    return out
+
+
+def _exact(values: list[float], counts: list[int]) -> float:
+    """``sum(v * c)`` in rational arithmetic, rounded once (all products finite)."""
+    total = sum((Fraction(v) * c for v, c in zip(values, counts, strict=True)), Fraction(0))
+    try:
+        return float(total)
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
+
+
+@njit(cache=True, nogil=True)
+def _segment_fsums(
+    values: np.ndarray, counts: np.ndarray, starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`segment_fsums`, and per segment whether its finite terms' partials overflowed
+    (its sum is then to be taken again exactly)."""
     n = values.shape[0]
     nseg = 0
     for i in range(n):
         if starts[i]:
             nseg += 1
     out = np.empty(nseg, np.float64)
+    overflowed = np.zeros(nseg, np.bool_)
     partials = np.empty(_PARTIALS, np.float64)
     s = -1
     np_ = 0
@@ -106,7 +134,11 @@ def segment_fsums(values: np.ndarray, counts: np.ndarray, starts: np.ndarray) ->
     for i in range(n + 1):
         if i == n or starts[i]:
             if s >= 0:
-                out[s] = special if has_special else _rounded(partials, np_)
+                if has_special:
+                    out[s] = special
+                else:
+                    out[s] = _rounded(partials, np_)
+                    overflowed[s] = not np.isfinite(out[s])
             if i == n:
                 break
             s += 1
@@ -139,4 +171,4 @@ def segment_fsums(values: np.ndarray, counts: np.ndarray, starts: np.ndarray) ->
             p, e = _two_product(v, c_hi)
             np_ = _add(partials, np_, p * (_TWO32 * scale))
             np_ = _add(partials, np_, e * (_TWO32 * scale))
-    return out
+    return out, overflowed

@@ -18,6 +18,9 @@ from tests.oracle.evaluate import exact_float_sum
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300)
 counts = st.integers(min_value=-(2**62), max_value=2**62).filter(bool)
 terms = st.lists(st.tuples(finite | st.sampled_from([1e15, -1e15, 0.1, 0.2]), counts), max_size=12)
+# terms near the float's range whose partial sums overflow though their products do not
+huge = st.sampled_from([1e308, -1e308, 1.7976931348623157e308, -8.98846567431158e307, 5e-324])
+near_range = st.lists(st.tuples(huge | finite, st.integers(-3, 3).filter(bool)), max_size=8)
 
 
 def _run(segments: list[list[tuple[float, int]]]) -> np.ndarray:
@@ -35,6 +38,29 @@ def test_segment_sums_are_exact_sums_rounded_once_in_any_order(segments, rnd) ->
     np.testing.assert_array_equal(got, [exact_float_sum(s) for s in segments], strict=True)
     shuffled = [rnd.sample(s, len(s)) for s in segments]
     np.testing.assert_array_equal(_run(shuffled), got, strict=True)
+
+
+@given(st.lists(near_range.filter(bool), min_size=1, max_size=5), st.randoms())
+def test_sums_whose_partials_overflow_are_exact_in_any_order(segments, rnd) -> None:
+    got = _run(segments)
+    np.testing.assert_array_equal(got, [exact_float_sum(s) for s in segments], strict=True)
+    shuffled = [rnd.sample(s, len(s)) for s in segments]
+    np.testing.assert_array_equal(_run(shuffled), got, strict=True)
+
+
+def test_partial_sums_beyond_the_float_range() -> None:
+    """Audit 47: ``1e308, 1e308, -1e308`` summed to NaN (the partials overflowed), though
+    its exact sum is 1e308; in another order it gave 1e308."""
+    big = 1e308
+    cases = [
+        [(big, 1), (big, 1), (-big, 1)],
+        [(big, 1), (-big, 1), (big, 1)],
+        [(big, 1), (big, 1), (-big, 1), (-big, 1), (5.0, 1)],
+        [(big, 1), (big, 1)],
+        [(-big, 2)],
+        [(big, 1), (1.0, 1)],
+    ]
+    assert _run(cases).tolist() == [big, big, 5.0, math.inf, -math.inf, big]
 
 
 def test_counts_whose_halves_would_overflow_where_the_product_does_not() -> None:

@@ -1124,7 +1124,7 @@ def exact_float_sum(terms: list[tuple[float, int]]) -> float:
     try:
         return float(total)
     except OverflowError:
-        return math.copysign(math.inf, total)
+        return math.inf if total > 0 else -math.inf
 
 
 def schema_of(plan: object, db: Database, path: Path = ()) -> list[Column]:
