@@ -21,6 +21,7 @@ Semantics (documented in the README):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -486,14 +487,31 @@ def _make_hash(args: list[Bound], out: ColumnType, to: ColumnType | None) -> Cal
 _TWO_63 = 2.0**63  # floats at or beyond it (or at or below its negation) do not fit in int64
 
 
+_INT_TEXT = re.compile(r"[+-]?\d+(?:_\d+)*")  # what ``int()`` takes, whatever its length
+_CHUNK = 4000  # digits ``int()`` converts at once (it refuses more than 4,300)
+
+
 def _parse(kind: type, s: str) -> object:
+    s = s.strip()
     try:
-        value = kind(s.strip())
+        value = kind(s)
     except ValueError:
-        return kind(0)
+        if kind is not int or not _INT_TEXT.fullmatch(s):
+            return kind(0)
+        value = _long_int(s)
     if kind is int:  # digits beyond 64 bits wrap, as int arithmetic does
         return (value + 2**63) % 2**64 - 2**63
     return value
+
+
+def _long_int(s: str) -> int:
+    """``int(s)`` modulo 2**64 for digits beyond ``int()``'s limit on their number."""
+    digits = s.lstrip("+-").replace("_", "")
+    value = 0
+    for i in range(0, len(digits), _CHUNK):
+        chunk = digits[i : i + _CHUNK]
+        value = (value * 10 ** len(chunk) + int(chunk)) % 2**64
+    return -value if s.startswith("-") else value
 
 
 def _float_to_int(x: np.ndarray) -> np.ndarray:

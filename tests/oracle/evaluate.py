@@ -36,10 +36,12 @@ from __future__ import annotations
 import hashlib
 import math
 import operator
+import re
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
 from functools import cmp_to_key
 from typing import Any
@@ -524,11 +526,15 @@ def _hash(args: list[Compiled], expr: dict[str, Any], path: Path) -> Compiled:
     return "int", lambda row: hash_values((type_, fn(row)) for type_, fn in args)
 
 
+_INT_TEXT = re.compile(r"[+-]?\d+(?:_\d+)*")
+
+
 def _parse_int(s: str) -> int:
+    s = s.strip()
     try:
-        return wrap64(int(s.strip()))
-    except ValueError:
-        return 0
+        return wrap64(int(s))
+    except ValueError:  # int() refuses more than 4,300 digits; Decimal has no such limit
+        return wrap64(int(Decimal(s))) if _INT_TEXT.fullmatch(s) else 0
 
 
 def _parse_float(s: str) -> float:

@@ -29,7 +29,19 @@ EDGES: dict[str, list[Any]] = {
     "int": [0, 1, -1, 7, -(2**63), 2**63 - 1, 2**53 + 1, -(2**62)],
     "float": [0.0, 0.5, -1.5, 1e300, -1e300, 5e-324, 9.3e18, float(2**53)],
     "bool": [False, True],
-    "string": ["", "a", "B", "ß", "ǅ", "12", " -3 ", "1e3", "99999999999999999999", "İ"],
+    "string": [
+        "",
+        "a",
+        "B",
+        "ß",
+        "ǅ",
+        "12",
+        " -3 ",
+        "1e3",
+        "99999999999999999999",
+        "İ",
+        "1" * 5000,
+    ],
 }
 ROWS = st.lists(st.tuples(*(st.sampled_from(EDGES[t]) for _, t in COLUMNS)), min_size=1, max_size=6)
 
@@ -84,3 +96,14 @@ def test_expressions_agree_with_the_oracle(expr: Any, rows: list[tuple[Any, ...]
     expected = [normalize_value(fn(row)) for row in rows]
     got = engine_values(expr, rows)
     assert all(same(a, b) for a, b in zip(got, expected, strict=True)), (expr, rows, got, expected)
+
+
+def test_a_cast_of_more_digits_than_int_takes_wraps() -> None:
+    """Audit 47: ``int()`` refuses more than 4,300 digits, and such a string cast to 0 as if
+    it did not parse; its digits wrap at 64 bits as shorter ones do."""
+    texts = ["1" * 5000, "-1_" + "1" * 4999, "1" * 5000 + "x"]
+    got = engine_values(
+        {"fn": "cast", "args": ["s"], "to": "int"}, [(*ZERO_ROW[:5], s) for s in texts]
+    )
+    ones = sum(10**k for k in range(5000)) % 2**64  # 8198552921648689607: below 2**63
+    assert got == [ones, -ones, 0]
