@@ -70,7 +70,11 @@ def exact_json(raw: bytes | str, too_deep: str) -> Any:
 async def read_body(request: Request) -> bytes:
     limit = request.app.state.settings.max_body_bytes
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if (
+        declared is not None
+        and declared.isdigit()
+        and (len(declared) > 19 or int(declared) > limit)
+    ):
         raise TooLarge(
             f"the body has {declared} bytes; the limit is {limit} (--max-body-mb)",
             {"limit": limit},

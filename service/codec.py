@@ -271,7 +271,9 @@ def time_from_text(text: str, dims: int, path: str) -> tuple[int, ...]:
             {"path": path},
             "bad_time",
         )
-    values = [int(part) for part in text.split(",")]
+    # digits beyond int64's 19 are out of range (int() refuses more than 4,300 of them)
+    digits = [part.lstrip("0") or "0" for part in text.split(",")]
+    values = [int(d) if len(d) <= 19 else INT64_MAX + 1 for d in digits]
     return time_from_wire(values[0] if len(values) == 1 and dims == 1 else values, dims, path)
 
 
