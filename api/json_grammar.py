@@ -5,7 +5,8 @@ surrogate escape, and nesting deeper than 1,024 levels. Such a body is JSON all 
 (a 422, not a 400), so a refused body is checked here. The standard library's parser checks
 most; it recurses per level, so deeper text is checked by :func:`_flat_grammatical`, which
 does not: scalars and strings become one letter each (regular expressions, in C), and a
-loop over what is left follows the nesting with a stack.
+compiled loop follows what is left with a stack. It runs where requests are read, so it
+must not take seconds (60 MB of nested lists: about half a second).
 """
 
 from __future__ import annotations
@@ -13,15 +14,25 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
+from numba import njit
+
 __all__ = ["grammatical", "refuse_constant"]
 
 _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
-_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
-_SPACE = re.compile(r"[ \t\n\r]+")
-_TOKENS = frozenset("{}[]:,sv")
+# a number, true, false or null; written to begin with a class of characters, which the
+# regular expression engine searches fast (about 8x faster over text with no scalar)
+_FRACTION_EXPONENT = r"(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_SCALAR = re.compile(
+    r"[-0-9tfn](?:"
+    rf"(?<=-)(?:0|[1-9][0-9]*){_FRACTION_EXPONENT}|(?<=0){_FRACTION_EXPONENT}"
+    rf"|(?<=[1-9])[0-9]*{_FRACTION_EXPONENT}|(?<=t)rue|(?<=f)alse|(?<=n)ull)"
+)
+_OBJECT, _END_OBJECT, _LIST, _END_LIST, _COLON_TOKEN, _COMMA, _S, _V = b"{}[]:,sv"
+_SPACE = tuple(b" \t\n\r")
 
 # what the next token may be
-_VALUE, _KEY, _COLON, _AFTER = range(4)
+_VALUE, _KEY, _COLON, _AFTER, _FIRST_VALUE, _FIRST_KEY = range(6)
 
 
 def refuse_constant(constant: str) -> None:
@@ -50,39 +61,59 @@ def grammatical(raw: bytes | str) -> bool:
 
 
 def _flat_grammatical(text: str) -> bool:
-    """:func:`grammatical` without recursion: strings become ``s``, other scalars and empty
-    containers ``v`` (scalars before whitespace goes, so ``1 2`` stays two values), then the
-    structure is followed token by token."""
-    tokens = _SPACE.sub("", _SCALAR.sub("v", _STRING.sub("s", text)))
-    tokens = tokens.replace("[]", "v").replace("{}", "v")
-    if not _TOKENS.issuperset(tokens):
+    """:func:`grammatical` without recursion: strings become ``s`` and other scalars ``v``
+    (before whitespace goes, so ``1 2`` stays two values); a compiled loop follows the
+    rest."""
+    try:
+        raw = _SCALAR.sub("v", _STRING.sub("s", text)).encode("ascii")
+    except UnicodeEncodeError:  # outside strings JSON is ASCII
         return False
-    stack: list[str] = []
+    return bool(_follows_grammar(np.frombuffer(raw, np.uint8)))
+
+
+@njit(cache=True, nogil=True)
+def _follows_grammar(t: np.ndarray) -> bool:
+    """Whether the tokens ``{}[]:,sv`` (with JSON's whitespace between) are one value."""
+    stack = np.empty(t.shape[0], np.uint8)  # the containers open
+    top = 0
     state = _VALUE
-    for c in tokens:
-        if state == _VALUE:
-            if c == "s" or c == "v":
+    for i in range(t.shape[0]):
+        c = t[i]
+        if c in _SPACE:
+            continue
+        if state in (_VALUE, _FIRST_VALUE):
+            if c in (_S, _V):
                 state = _AFTER
-            elif c == "[" or c == "{":
-                stack.append(c)
-                state = _VALUE if c == "[" else _KEY
+            elif c in (_LIST, _OBJECT):
+                stack[top] = c
+                top += 1
+                state = _FIRST_VALUE if c == _LIST else _FIRST_KEY
+            elif c == _END_LIST and state == _FIRST_VALUE:
+                top -= 1
+                state = _AFTER
             else:
                 return False
-        elif state == _KEY:
-            if c != "s":
+        elif state in (_KEY, _FIRST_KEY):
+            if c == _S:
+                state = _COLON
+            elif c == _END_OBJECT and state == _FIRST_KEY:
+                top -= 1
+                state = _AFTER
+            else:
                 return False
-            state = _COLON
         elif state == _COLON:
-            if c != ":":
+            if c != _COLON_TOKEN:
                 return False
             state = _VALUE
         else:  # _AFTER: a value ended
-            if not stack:
+            if top == 0:
                 return False  # text after the one value
-            if c == ",":
-                state = _VALUE if stack[-1] == "[" else _KEY
-            elif (c == "]" and stack[-1] == "[") or (c == "}" and stack[-1] == "{"):
-                stack.pop()
+            if c == _COMMA:
+                state = _VALUE if stack[top - 1] == _LIST else _KEY
+            elif (c == _END_LIST and stack[top - 1] == _LIST) or (
+                c == _END_OBJECT and stack[top - 1] == _OBJECT
+            ):
+                top -= 1
             else:
                 return False
-    return state == _AFTER and not stack
+    return state == _AFTER and top == 0
