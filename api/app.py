@@ -42,6 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Incremental view maintenance: tables, views, writes, subscriptions, loads.",
         default_response_class=JSONResponse,
         lifespan=lifespan,
+        redirect_slashes=False,  # a 404 naming the path without: a followed 307 was a surprise
     )
     app.state.settings = settings
     app.state.writers = set()  # write sockets' unanswered frames (api.ws.Unanswered)

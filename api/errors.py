@@ -66,7 +66,10 @@ def install_error_handlers(app: FastAPI) -> None:
         headers = dict(exc.headers) if exc.headers else None
         method = "HEAD" if request.scope.get("head") else request.method  # api.head
         if exc.status_code == 404:
-            message = f"no such endpoint: {method} {request.url.path}"
+            path = request.url.path
+            message = f"no such endpoint: {method} {path}"
+            if path.endswith("/") and path.rstrip("/"):
+                message += f" (paths end without a slash: {path.rstrip('/')})"
         if exc.status_code == 405:
             allowed = _allowed_methods(request)
             message = f"{method} is not served at {request.url.path}; it serves {allowed}"

@@ -517,7 +517,7 @@ def _apply_keys(
             else:
                 raise Invalid(
                     f"{parsed.weight_path.format(i)}: a table with a primary key holds each key "
-                    "at most once; weight must be 1 or -1",
+                    "at most once; weight must be 1, -1 or 0",
                     {"path": parsed.weight_path.format(i)},
                     "bad_weight",
                 )

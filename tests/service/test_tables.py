@@ -203,6 +203,21 @@ def test_unknown_route_has_error_shape(client: httpx.Client) -> None:
     assert_error(client.get("/v1/nothing-here"), 404, "not_found")
 
 
+def test_a_path_with_a_trailing_slash_is_not_found(client: httpx.Client, name: str) -> None:
+    """Audit 49: such a path (``%2F`` too) answered a bare 307 to the path without the
+    slash, so a client following redirects dropped a table with ``DELETE .../t%2F``."""
+    make_table(client, name, [("x", "int")])
+    for method, path in [
+        ("GET", "/v1/tables/"),
+        ("POST", "/v1/views/"),
+        ("DELETE", f"/v1/tables/{name}/"),
+        ("DELETE", f"/v1/tables/{name}%2F"),
+    ]:
+        err = assert_error(client.request(method, path), 404, "not_found")
+        assert "paths end without a slash" in err["message"], (method, path)
+    assert client.get(f"/v1/tables/{name}").status_code == 200
+
+
 def test_wrong_method_is_405_naming_the_allowed_ones(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("x", "int")])
     r = client.put(f"/v1/tables/{name}")

@@ -307,6 +307,8 @@ def test_primary_key_semantics(client: httpx.Client, name: str) -> None:
     for body, code, path in refused:
         err = assert_error(client.post(f"/v1/tables/{name}/updates", json=body), 422, code)
         assert err["detail"]["path"] == path and err["message"].startswith(path), err
+        if code == "bad_weight":  # audit 48: it said 1 or -1, though 0 is taken too
+            assert "1, -1 or 0" in err["message"]
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 2
 
 
