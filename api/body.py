@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Annotated, Any
@@ -104,8 +105,33 @@ def _object(body: Any) -> dict[str, Any]:
     return body
 
 
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook``: an object naming a member twice is refused (orjson keeps the
+    last, silently dropping the others)."""
+    out: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in out:
+            raise Invalid(
+                f"the body names {name!r} twice in one object; name each member once",
+                {"path": "body"},
+                "invalid_value",
+            )
+        out[name] = value
+    return out
+
+
+def refuse_repeated_names(raw: bytes) -> None:
+    """Read ``raw`` (JSON, parsed already) again to refuse a member named twice in an
+    object: for the small bodies that define tables, views and loads, not for writes."""
+    with contextlib.suppress(RecursionError):  # nested past it: refused for that elsewhere
+        json.loads(raw, parse_int=str, object_pairs_hook=_unique_names)  # str: not converted
+
+
 async def json_object(request: Request) -> dict[str, Any]:
-    return _object(await json_body(request))
+    raw = await read_body(request)
+    body = _object(parse_json(raw))
+    refuse_repeated_names(raw)
+    return body
 
 
 async def exact_json_object(request: Request) -> dict[str, Any]:
@@ -117,7 +143,9 @@ async def exact_json_object(request: Request) -> dict[str, Any]:
     body = parse_json(raw, too_deep="invalid_plan")
     if has_long_number(raw):
         body = exact_json(raw, "invalid_plan")
-    return _object(body)
+    body = _object(body)
+    refuse_repeated_names(raw)
+    return body
 
 
 JsonBody = Annotated[Any, Depends(json_body)]

@@ -199,6 +199,34 @@ def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:
         assert err["code"] == "invalid_value" and err["detail"] == {"path": "body"}
 
 
+def test_a_member_named_twice_defines_nothing(client: httpx.Client, name: str) -> None:
+    """Audit 48: ``{"name": "a", "name": "b"}`` made table ``b``, the parser keeping the last.
+    The bodies that define tables, views and loads refuse it; a write keeps the last (its
+    parser does not see repeats, README)."""
+    columns = '[{"name": "x", "type": "int"}]'
+    bodies = [
+        ("/v1/tables", f'{{"name": "{name}_a", "name": "{name}", "columns": {columns}}}'),
+        (
+            "/v1/tables",
+            f'{{"name": "{name}", "columns": [{{"name": "x", "name": "y", "type": "int"}}]}}',
+        ),
+    ]
+    for path, body in bodies:
+        err = assert_error(client.post(path, content=body.encode()), 422, "invalid_value")
+        assert "'name' twice" in err["message"] and err["detail"] == {"path": "body"}
+    assert client.get(f"/v1/tables/{name}").status_code == 404
+    make_table(client, name, [("x", "int")])
+    plan = f'{{"op": "table", "name": "{name}", "op": "table"}}'
+    view = f'{{"name": "{name}_v", "query": {plan}}}'
+    err = assert_error(client.post("/v1/views", content=view.encode()), 422, "invalid_value")
+    assert "'op' twice" in err["message"]
+    load = '{"source": {"sql": "SELECT 1 AS x"}, "mode": "append", "mode": "replace"}'
+    r = client.post(f"/v1/tables/{name}/loads", content=load.encode())
+    assert "'mode' twice" in assert_error(r, 422, "invalid_value")["message"]
+    assert client.get(f"/v1/views/{name}_v").status_code == 404
+    assert [x for x in client.get("/v1/loads").json()["loads"] if x["table"] == name] == []
+
+
 def test_unknown_route_has_error_shape(client: httpx.Client) -> None:
     assert_error(client.get("/v1/nothing-here"), 404, "not_found")
 
