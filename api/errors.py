@@ -8,6 +8,7 @@ exception (a 500 ``internal``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -29,6 +30,14 @@ _CODES = {
     413: "too_large",
     422: "invalid",
 }
+
+
+_WS_PATHS = re.compile(r"/v1/tables/[^/]+/updates|/v1/views/[^/]+/subscribe")
+
+
+def is_websocket_path(path: str) -> bool:
+    """Whether ``path`` is one a WebSocket connects to (an HTTP GET there is a mistake)."""
+    return _WS_PATHS.fullmatch(path) is not None
 
 
 def error_response(
@@ -70,6 +79,8 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"no such endpoint: {method} {path}"
             if path.endswith("/") and path.rstrip("/"):
                 message += f" (paths end without a slash: {path.rstrip('/')})"
+            elif is_websocket_path(path):
+                message += " (a WebSocket endpoint: connect to it with a WebSocket client)"
         if exc.status_code == 405:
             allowed = _allowed_methods(request)
             message = f"{method} is not served at {request.url.path}; it serves {allowed}"

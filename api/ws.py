@@ -25,7 +25,7 @@ from api.body import exact_json, has_long_number, parse_json
 from api.query import query_value
 from api.routes.tables import submit_write
 from service.codec import nests_deeper
-from service.errors import Invalid, ServiceError, TooLarge
+from service.errors import Invalid, NotFound, ServiceError, TooLarge
 from service.ingest import TableShape
 from service.runtime import Runtime
 from service.writes import WriteCommand
@@ -254,3 +254,18 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
         with contextlib.suppress(Exception):
             await ws.close()
         sub.ended()
+
+
+@router.websocket("/{path:path}")
+async def ws_unknown(ws: WebSocket, path: str) -> None:
+    """Any other path: one error frame, as an unknown view gets, then the socket closes (the
+    handshake was refused with a bare 403)."""
+    await ws.accept()
+    error = NotFound(
+        f"no WebSocket endpoint at /{path}: the WebSocket paths are "
+        "/v1/tables/{name}/updates and /v1/views/{name}/subscribe",
+        {"path": f"/{path}"},
+    )
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # peer gone
+        await ws.send_text(orjson.dumps(_error_frame(None, error)).decode())
+        await ws.close()

@@ -221,6 +221,21 @@ def test_subscribe_unknown_view_is_an_error_frame(server) -> None:  # type: igno
     assert f["type"] == "error" and f["error"]["code"] == "not_found"
 
 
+def test_an_unknown_websocket_path_is_an_error_frame(server, client: httpx.Client) -> None:  # type: ignore[no-untyped-def]
+    """Audit 49: the handshake was refused with a bare 403; and a plain GET of a WebSocket
+    path said only "no such endpoint"."""
+    for path in ("/v1/nothing", "/v1/views/x/subscribe/", "/v1/views/x/rows"):
+        with connect(f"{server.ws_url}{path}") as ws:
+            f = recv(ws)
+        assert f["type"] == "error" and f["id"] is None, (path, f)
+        assert (
+            f["error"]["code"] == "not_found"
+            and "/v1/views/{name}/subscribe" in (f["error"]["message"])
+        )
+    err = assert_error(client.get("/v1/views/x/subscribe"), 404, "not_found")
+    assert "a WebSocket endpoint" in err["message"]
+
+
 def test_a_peer_gone_before_its_error_frame_leaves_no_traceback(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A subscriber to an unknown view that resets the connection before the error frame
     (SO_LINGER 0: a reset, not a close) logged an unhandled exception per connection."""
