@@ -12,6 +12,8 @@ from fastapi import FastAPI
 from api import ws
 from api.errors import install_error_handlers
 from api.head import HeadAsGet
+from api.plan_schema import COMPONENTS as PLAN_COMPONENTS
+from api.plan_schema import QUERY
 from api.responses import JSONResponse
 from api.routes import loads, ops, tables, views
 from service.loads import LoadManager
@@ -62,7 +64,8 @@ def _document(app: FastAPI) -> dict[str, Any]:
     parameter: its validation errors are answered in the error envelope (``api.errors``),
     declared where a route can give them; routes that cannot, such as a lookup by token,
     declare no 422. An optional query parameter is left out, never ``null``: its schema is
-    its type alone (FastAPI offers ``null`` for ``as_of``)."""
+    its type alone (FastAPI offers ``null`` for ``as_of``). Plans and expressions are
+    components of their own (``api.plan_schema``), recursive as plans are."""
     if app.openapi_schema is not None:
         return app.openapi_schema
     doc = FastAPI.openapi(app)  # kept as app.openapi_schema: changed in place here, once
@@ -78,4 +81,10 @@ def _document(app: FastAPI) -> dict[str, Any]:
                     param["schema"] = {**kinds[0], **rest}
     for name in ("HTTPValidationError", "ValidationError"):
         doc.get("components", {}).get("schemas", {}).pop(name, None)
+    schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+    schemas.update(PLAN_COMPONENTS)
+    body = doc["paths"]["/v1/views"]["post"]["requestBody"]["content"]["application/json"]
+    ref = body["schema"].get("$ref")
+    view_create = schemas[ref.rsplit("/", 1)[-1]] if ref else body["schema"]
+    view_create["properties"]["query"] = {"title": "Query", **QUERY}
     return doc

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.plan import NAME_RE, NODE_FIELDS
+from service.plan import NAME_RE
 
 __all__ = [
     "ERRORS",
@@ -117,19 +117,9 @@ class WritePending(Strict):
     frontier: list[Time] = []
 
 
-PLAN_NODE: dict[str, Any] = {  # what a schema says of a plan's root (API.md, "Query plans")
-    "required": ["op"],
-    "properties": {"op": {"enum": sorted(NODE_FIELDS)}},
-    "oneOf": [
-        {"properties": {"op": {"const": op}}, "required": ["op", *sorted(required)]}
-        for op, (required, _) in sorted(NODE_FIELDS.items())
-    ],
-}
-
-
 class ViewCreate(Strict):
     name: str = Field(pattern=NAME)
-    query: dict[str, Any] = Field(json_schema_extra=PLAN_NODE)
+    query: dict[str, Any]  # its schema: api.plan_schema.QUERY, set in the document
 
 
 class ArrangementInfo(Strict):

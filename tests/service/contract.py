@@ -1,7 +1,9 @@
 """Every answer the service tests receive over HTTP, checked against what ``/openapi.json``
 declares for it (API.md: the document is accurate): the model it names for the path, method
 and status (``api.models``, validated strictly from the JSON text). An answer with a status
-the document does not declare for its operation fails too."""
+the document does not declare for its operation fails too. So does a view the server
+registered from a body the document's request schema refuses (its plan schema is recursive:
+``api.plan_schema``)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import orjson
+from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 
 import api.models
@@ -26,6 +30,11 @@ class Contract:
             (re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", path) + "$"), methods)
             for path, methods in spec["paths"].items()
         ]
+        body = spec["paths"]["/v1/views"]["post"]["requestBody"]["content"]["application/json"]
+        # the components beside the schema, so that its references resolve
+        self.view_body = Draft202012Validator(
+            {"allOf": [body["schema"]], "components": spec["components"]}
+        )
 
     def declared(self, path: str, method: str, status: int) -> type[BaseModel] | None:
         """The model declared for an answer; None where no JSON body is declared (a 204), or
@@ -53,5 +62,9 @@ class Contract:
             if model is not None:
                 response.read()
                 model.model_validate_json(response.text, strict=True)
+            taken = response.status_code == 201  # a body the document refuses was taken?
+            if taken and request.method == "POST" and request.url.path == "/v1/views":
+                errors = list(self.view_body.iter_errors(orjson.loads(request.content)))
+                assert not errors, f"a view registered from a body the schema refuses: {errors[0]}"
 
         return check

@@ -8,6 +8,7 @@ import random
 from collections import defaultdict
 
 import httpx
+from jsonschema import Draft202012Validator
 
 from tests.oracle.evaluate import INT_MAX, INT_MIN, wrap64
 from tests.oracle.plans import reach_plan
@@ -149,6 +150,42 @@ def test_views_share_arrangements(client: httpx.Client, name: str) -> None:
     assert all(not a["shared_with"] for a in desc["arrangements"])
     write(client, name, {"updates": [{"insert": {"src": 4, "dst": 5}}]})
     assert (("a", 3), ("b", 5)) in row_counts(client, f"{name}_y")
+
+
+def test_the_document_describes_plans_to_their_leaves(client: httpx.Client, name: str) -> None:
+    """/openapi.json's plan schema is recursive (audit 49: it described the root node alone,
+    allowed unknown fields and offered a var at the root): plans the server takes fit it,
+    and plans it refuses for their shape do not."""
+    spec = client.get("/openapi.json").json()
+    body = spec["paths"]["/v1/views"]["post"]["requestBody"]["content"]["application/json"]
+    check = Draft202012Validator({"allOf": [body["schema"]], "components": spec["components"]})
+    make_table(client, f"{name}_r", [("node", "int")])
+    make_table(client, f"{name}_e", [("src", "int"), ("dst", "int")])
+    reach = reach_plan(f"{name}_r", f"{name}_e")
+    assert check.is_valid({"name": f"{name}_v", "query": reach})
+    assert client.post("/v1/views", json={"name": f"{name}_v", "query": reach}).status_code == 201
+    edges = {"op": "table", "name": f"{name}_e"}
+    refused = [
+        {"op": "var", "name": "x"},
+        {**edges, "extra": 1},
+        {"op": "filter", "input": {**edges, "nope": True}, "where": True},
+        {"op": "select", "input": edges, "columns": {"a": {"fn": "no_such", "args": []}}},
+        {"op": "select", "input": edges, "columns": {"a": {"lit": [1]}}},
+        {
+            "op": "select",
+            "input": edges,
+            "columns": {"a": {"fn": "cast", "args": ["src"], "to": "x"}},
+        },
+        {"op": "concat", "inputs": []},
+        {"op": "join", "left": edges, "right": edges, "on": [["src"]]},
+        {"op": "top_k", "input": edges, "by": [], "order_by": [{"col": "src"}], "k": -1},
+        {"op": "reduce", "input": edges, "by": ["src"], "aggregates": {"n": {"fn": "avg"}}},
+        {"op": "iterate", "vars": {}, "body": {}, "result": "x"},
+    ]
+    for plan in refused:
+        assert not check.is_valid({"name": f"{name}_w", "query": plan}), plan
+        r = client.post("/v1/views", json={"name": f"{name}_w", "query": plan})
+        assert r.status_code == 422, (plan, r.text)
 
 
 def test_as_of_is_what_the_document_declares(client: httpx.Client, name: str) -> None:
