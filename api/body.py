@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import zlib
 from typing import Annotated, Any
 
 import orjson
@@ -34,7 +35,8 @@ def parse_json(raw: bytes | str, too_deep: str = "invalid_value") -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if not grammatical(raw):
-            raise BadRequest(f"the body is not valid JSON: {exc}", code="invalid_json") from exc
+            why = "it is not UTF-8 text" if not _utf8(raw) else str(exc)
+            raise BadRequest(f"the body is not valid JSON: {why}", code="invalid_json") from exc
         if str(exc).startswith("depth limit exceeded"):
             raise Invalid(
                 f"the body nests more than {_PARSER_DEPTH} levels of objects and lists",
@@ -46,6 +48,16 @@ def parse_json(raw: bytes | str, too_deep: str = "invalid_value") -> Any:
             {"path": "body"},
             "invalid_value",
         ) from exc
+
+
+def _utf8(raw: bytes | str) -> bool:
+    if isinstance(raw, str):
+        return True
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def has_long_number(raw: bytes | str) -> bool:
@@ -92,7 +104,35 @@ async def read_body(request: Request) -> bytes:
                 "body_too_large",
             )
         chunks.append(chunk)
-    return b"".join(chunks)
+    return _decoded(b"".join(chunks), request.headers.get("content-encoding"), limit)
+
+
+def _decoded(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """The body without its ``Content-Encoding``: ``gzip`` is taken (bulk writes compress
+    well), within the same limit once inflated; any other is refused, never read as JSON."""
+    coding = (encoding or "identity").strip().lower()
+    if coding == "identity":
+        return raw
+    if coding not in ("gzip", "x-gzip"):
+        raise BadRequest(
+            f"Content-Encoding {encoding!r} is not taken: send the body as it is, or gzip it",
+            code="unsupported_encoding",
+        )
+    inflate = zlib.decompressobj(wbits=31)  # gzip's header and trailer
+    try:
+        out = inflate.decompress(raw, limit + 1)
+        complete = inflate.eof and not inflate.unused_data
+    except zlib.error as exc:
+        raise BadRequest(f"the body is not gzip data: {exc}", code="invalid_json") from exc
+    if len(out) > limit:
+        raise TooLarge(
+            f"the body inflates to over {limit} bytes (--max-body-mb)",
+            {"limit": limit},
+            "body_too_large",
+        )
+    if not complete:
+        raise BadRequest("the body is not one whole gzip member", code="invalid_json")
+    return out
 
 
 async def json_body(request: Request) -> Any:
