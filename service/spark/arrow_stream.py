@@ -12,8 +12,9 @@ Invariants:
   nor non-finite floats (JSON has none): a NaN or infinity, with ``LoadError("not_finite")``.
 - Cancellation is cooperative: ``cancel`` is checked before the first Spark job and between
   chunks; once set, the stream stops with ``LoadError("cancelled")`` and releases Spark. When
-  ``cancel`` is a ``threading.Event``, a watchdog thread also cancels the stream's running
-  Spark jobs (by job tag) as soon as it is set, so a long partition job does not delay it.
+  ``cancel`` is a ``threading.Event``, a watchdog thread also cancels the stream's Spark jobs
+  (by job tag) as soon as it is set, and again every 0.1 s until the stream has stopped (a
+  job submitted after a cancel is not touched by it), so a long job does not delay it.
 - Spark failures while reading become ``LoadError`` (``column_type`` for values that do not
   parse or fit, ``spark_unavailable`` for a lost driver, ``source_unreadable`` otherwise); the
   caller sees no pyspark exception.
@@ -172,14 +173,22 @@ class _Watchdog:
             self._thread.start()
 
     def _watch(self, cancel: threading.Event, on_cancel: Callable[[], None]) -> None:
-        while not self._stopped.is_set():
-            if cancel.wait(_WATCH_INTERVAL_S):
-                if not self._stopped.is_set():
-                    try:
-                        on_cancel()
-                    except Exception:  # the stream still stops at its next check
-                        _log.warning("could not interrupt the Spark jobs of a load", exc_info=True)
+        while not cancel.wait(_WATCH_INTERVAL_S):
+            if self._stopped.is_set():
                 return
+        # Until the stream stops: a cancel reaches only the jobs running when it is made, and
+        # the stream may submit one later (still planning when cancelled, or its next
+        # partition's); audit 51: a job submitted just after the one cancel ran on for good,
+        # holding Spark's cores and the table's loads.
+        warned = False
+        while not self._stopped.is_set():
+            try:
+                on_cancel()
+            except Exception:  # the stream still stops at its next check
+                if not warned:
+                    _log.warning("could not interrupt the Spark jobs of a load", exc_info=True)
+                    warned = True
+            self._stopped.wait(_WATCH_INTERVAL_S)
 
     def stop(self) -> None:
         """Ends the watch within one poll interval; not joined, so a stream ends at once."""

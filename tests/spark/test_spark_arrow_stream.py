@@ -12,6 +12,7 @@ import pytest
 
 from service.errors import LoadError
 from service.spark import intern_strings, stream_chunks
+from service.spark.arrow_stream import _Watchdog
 
 pytestmark = pytest.mark.spark
 
@@ -125,6 +126,42 @@ def test_cancel_callable_and_before_start(frame: Any) -> None:
     with pytest.raises(LoadError) as info:
         list(stream_chunks(frame, chunk_rows=2000, cancel=lambda: next(flags)))
     assert info.value.detail == {"rows": 2000}
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.5])
+def test_a_cancel_before_the_job_starts_stops_it_when_it_does(plan: Any, delay: float) -> None:
+    """Audit 51: a cancel made while the stream was still setting up its Spark job cancelled
+    nothing, and the job, submitted just after, ran on for good (a cross join of 4e10 rows),
+    holding Spark's cores and every later load of the table. Cancels are repeated until the
+    stream stops; each delay here lands the cancel at a different point of the setup."""
+    slow = plan(
+        {
+            "source": {"sql": "SELECT id AS src FROM range(0, 10000000000000, 1, 2)"},
+            "where": "src < 0",
+        },
+        [("src", "int")],
+    )
+    cancel = threading.Event()
+    threading.Timer(delay, cancel.set).start()
+    with pytest.raises(LoadError) as info:
+        list(stream_chunks(slow, cancel=cancel))  # without the repeats: until the timeout
+    assert info.value.code == "cancelled"
+    assert list(stream_chunks(plan({"source": {"sql": "SELECT 1 AS src"}}, [("src", "int")])))
+
+
+def test_the_watchdog_cancels_until_the_stream_stops() -> None:
+    cancel = threading.Event()
+    calls: list[float] = []
+    dog = _Watchdog(cancel, lambda: calls.append(time.monotonic()))
+    time.sleep(0.3)
+    assert calls == []  # nothing before the cancel
+    cancel.set()
+    while len(calls) < 3:  # again and again, not once
+        time.sleep(0.05)
+    dog.stop()
+    stopped = len(calls)
+    time.sleep(0.5)
+    assert len(calls) <= stopped + 1  # one in flight at most, then no more
 
 
 def test_empty_result(frame: Any, plan: Any) -> None:
