@@ -165,3 +165,25 @@ def test_a_bad_engine_variable_is_one_line_from_difflow_serve(
     )
     assert run.returncode == 2, run
     assert run.stderr.strip().splitlines() == [f"difflow: {line}"]
+
+
+def test_the_log_keeps_ours_at_info_and_others_at_warning() -> None:
+    """Audit 51: py4j logs each failed call to a dead Spark driver at INFO, with its whole
+    traceback chain (350,000 lines in 2 s when the JVM died); the server logged INFO for all."""
+    script = (
+        "import logging; from api.server import configure_logging; configure_logging(); "
+        "logging.info('root chatter'); logging.getLogger('py4j.clientserver').info('py4j'); "
+        "logging.getLogger('difflow.loads').info('ours'); "
+        "logging.getLogger('service.spark.session').info('ours too'); "
+        "logging.getLogger('py4j.clientserver').warning('a warning')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "INFO difflow.loads ours",
+        "INFO service.spark.session ours too",
+        "WARNING py4j.clientserver a warning",
+    ], lines
