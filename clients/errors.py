@@ -115,6 +115,7 @@ _STATUS_BY_CODE: dict[str, int] = {
     # The specific codes the server puts in place of the generic ones (the same codes its
     # REST answers carry), so that WebSocket error frames get the class their REST twin gets.
     "invalid_json": 400,
+    "unsupported_encoding": 400,
     "name_taken": 409,
     "in_use": 409,
     "time_before_frontier": 409,
