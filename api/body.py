@@ -16,7 +16,6 @@ from service.errors import BadRequest, Invalid, TooLarge
 
 __all__ = [
     "ExactJsonObject",
-    "JsonBody",
     "JsonObject",
     "exact_json",
     "has_long_number",
@@ -80,8 +79,17 @@ def exact_json(raw: bytes | str, too_deep: str) -> Any:
         ) from None
 
 
-async def read_body(request: Request) -> bytes:
+DEFINITION_BYTES = 1024 * 1024  # a table's, view's or load's body: a definition, not data
+
+
+async def read_body(request: Request, definition: bool = False) -> bytes:
+    """The body, within ``--max-body-mb``; a ``definition`` (a table, view or load: small,
+    parsed twice, and in the request loop) within :data:`DEFINITION_BYTES` too (audit 52:
+    60 MB of them held every other request for seconds)."""
     limit = request.app.state.settings.max_body_bytes
+    flag = "(--max-body-mb)"
+    if definition and limit > DEFINITION_BYTES:
+        limit, flag = DEFINITION_BYTES, "(for a table's, view's or load's definition)"
     declared = request.headers.get("content-length")
     if (
         declared is not None
@@ -89,7 +97,7 @@ async def read_body(request: Request) -> bytes:
         and (len(declared) > 19 or int(declared) > limit)
     ):
         raise TooLarge(
-            f"the body has {declared} bytes; the limit is {limit} (--max-body-mb)",
+            f"the body has {declared} bytes; the limit is {limit} {flag}",
             {"limit": limit},
             "body_too_large",
         )
@@ -99,15 +107,15 @@ async def read_body(request: Request) -> bytes:
         size += len(chunk)
         if size > limit:
             raise TooLarge(
-                f"the body is over {limit} bytes (--max-body-mb)",
+                f"the body is over {limit} bytes {flag}",
                 {"limit": limit},
                 "body_too_large",
             )
         chunks.append(chunk)
-    return _decoded(b"".join(chunks), request.headers.get("content-encoding"), limit)
+    return _decoded(b"".join(chunks), request.headers.get("content-encoding"), limit, flag)
 
 
-def _decoded(raw: bytes, encoding: str | None, limit: int) -> bytes:
+def _decoded(raw: bytes, encoding: str | None, limit: int, flag: str) -> bytes:
     """The body without its ``Content-Encoding``: ``gzip`` is taken (bulk writes compress
     well), within the same limit once inflated; any other is refused, never read as JSON."""
     coding = (encoding or "identity").strip().lower()
@@ -126,17 +134,13 @@ def _decoded(raw: bytes, encoding: str | None, limit: int) -> bytes:
         raise BadRequest(f"the body is not gzip data: {exc}", code="invalid_json") from exc
     if len(out) > limit:
         raise TooLarge(
-            f"the body inflates to over {limit} bytes (--max-body-mb)",
+            f"the body inflates to over {limit} bytes {flag}",
             {"limit": limit},
             "body_too_large",
         )
     if not complete:
         raise BadRequest("the body is not one whole gzip member", code="invalid_json")
     return out
-
-
-async def json_body(request: Request) -> Any:
-    return parse_json(await read_body(request))
 
 
 def _object(body: Any) -> dict[str, Any]:
@@ -168,7 +172,7 @@ def refuse_repeated_names(raw: bytes) -> None:
 
 
 async def json_object(request: Request) -> dict[str, Any]:
-    raw = await read_body(request)
+    raw = await read_body(request, definition=True)
     body = _object(parse_json(raw))
     refuse_repeated_names(raw)
     return body
@@ -179,7 +183,7 @@ async def exact_json_object(request: Request) -> dict[str, Any]:
     as a float (``2**64`` would pass for ``1.8e19``). For small bodies such as plans, whose
     integers are literals that must fit in 64 bits: read again by the standard library
     where a number is that long."""
-    raw = await read_body(request)
+    raw = await read_body(request, definition=True)
     body = parse_json(raw, too_deep="invalid_plan")
     if has_long_number(raw):
         body = exact_json(raw, "invalid_plan")
@@ -188,6 +192,5 @@ async def exact_json_object(request: Request) -> dict[str, Any]:
     return body
 
 
-JsonBody = Annotated[Any, Depends(json_body)]
 JsonObject = Annotated[dict[str, Any], Depends(json_object)]
 ExactJsonObject = Annotated[dict[str, Any], Depends(exact_json_object)]

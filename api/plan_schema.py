@@ -22,13 +22,14 @@ _COUNT = {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
 _NAMES = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 _TYPES = ["int", "float", "bool", "string"]
 _AGGREGATES = ["count", "sum", "min", "max", "count_distinct"]
+_NAME = f"^{NAME_RE.pattern}$"  # a JSON Schema pattern is a search: anchored
 
 
 def _object_of(values: dict[str, Any], named: bool = False, **more: Any) -> dict[str, Any]:
     """A JSON object whose members are all ``values`` (names matching NAME_RE if ``named``)."""
     schema: dict[str, Any] = {"type": "object", "additionalProperties": values, **more}
     if named:
-        schema["propertyNames"] = {"pattern": NAME_RE.pattern}
+        schema["propertyNames"] = {"pattern": _NAME}
     return schema
 
 
@@ -38,7 +39,12 @@ _FIELDS: dict[str, dict[str, Any]] = {  # each node's fields but ``op``
     "var": {"name": {"type": "string"}},
     "select": {"input": _PLAN, "columns": _object_of(_EXPR, named=True)},
     "filter": {"input": _PLAN, "where": _EXPR},
-    "flat_map": {"input": _PLAN, "as": {"type": "string"}, "start": _EXPR, "stop": _EXPR},
+    "flat_map": {
+        "input": _PLAN,
+        "as": {"type": "string", "pattern": _NAME},
+        "start": _EXPR,
+        "stop": _EXPR,
+    },
     "concat": {"inputs": {"type": "array", "items": _PLAN, "minItems": 1}},
     "negate": {"input": _PLAN},
     "join": {
@@ -87,7 +93,7 @@ _FIELDS: dict[str, dict[str, Any]] = {  # each node's fields but ``op``
     },
     "iterate": {
         "vars": _object_of(_PLAN, named=True, minProperties=1),
-        "body": _object_of(_PLAN),
+        "body": _object_of(_PLAN, named=True),
         "result": {"type": "string"},
         "max_iterations": _COUNT,
     },

@@ -227,6 +227,19 @@ def test_a_member_named_twice_defines_nothing(client: httpx.Client, name: str) -
     assert [x for x in client.get("/v1/loads").json()["loads"] if x["table"] == name] == []
 
 
+def test_a_definition_over_a_mebibyte_is_too_large(client: httpx.Client, name: str) -> None:
+    """Audit 52: 60 MB of table or view definition (parsed, then read again for repeated
+    names, in the request loop) held every other request for seconds. A definition is at
+    most 1 MiB; writes keep --max-body-mb."""
+    padding = b" " * (1024 * 1024)
+    for path in ("/v1/tables", "/v1/views", f"/v1/tables/{name}/loads"):
+        err = assert_error(client.post(path, content=b"{" + padding + b"}"), 413, "body_too_large")
+        assert "definition" in err["message"], err
+    make_table(client, name, [("x", "int")])
+    rows = {"columns": {"x": list(range(300_000))}}  # about 2 MB of data: a write takes it
+    assert write(client, name, rows)["times"]
+
+
 def test_unknown_route_has_error_shape(client: httpx.Client) -> None:
     assert_error(client.get("/v1/nothing-here"), 404, "not_found")
 
