@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import zlib
@@ -164,17 +163,28 @@ def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def refuse_repeated_names(raw: bytes) -> None:
+def refuse_repeated_names(raw: bytes, too_deep: str | None) -> None:
     """Read ``raw`` (JSON, parsed already) again to refuse a member named twice in an
-    object: for the small bodies that define tables, views and loads, not for writes."""
-    with contextlib.suppress(RecursionError):  # nested past it: refused for that elsewhere
+    object: for the small bodies that define tables, views and loads, not for writes. The
+    standard library's parser recurses: a body it cannot nest (about 990 levels, below
+    orjson's 1,024) is refused with the code ``too_deep``, not let through unchecked, unless
+    that is None (a plan: refused past 200 levels, saying so, once it is read)."""
+    try:
         json.loads(raw, parse_int=str, object_pairs_hook=_unique_names)  # str: not converted
+    except RecursionError:
+        if too_deep is None:
+            return
+        raise Invalid(
+            "the body nests too deep to check that each object names its members once",
+            {"path": "body"},
+            too_deep,
+        ) from None
 
 
 async def json_object(request: Request) -> dict[str, Any]:
     raw = await read_body(request, definition=True)
     body = _object(parse_json(raw))
-    refuse_repeated_names(raw)
+    refuse_repeated_names(raw, "invalid_value")
     return body
 
 
@@ -188,7 +198,7 @@ async def exact_json_object(request: Request) -> dict[str, Any]:
     if has_long_number(raw):
         body = exact_json(raw, "invalid_plan")
     body = _object(body)
-    refuse_repeated_names(raw)
+    refuse_repeated_names(raw, None)
     return body
 
 

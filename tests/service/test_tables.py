@@ -224,6 +224,13 @@ def test_a_member_named_twice_defines_nothing(client: httpx.Client, name: str) -
     r = client.post(f"/v1/tables/{name}/loads", content=load.encode())
     assert "'mode' twice" in assert_error(r, 422, "invalid_value")["message"]
     assert client.get(f"/v1/views/{name}_v").status_code == 404
+    # nested past the standard library's recursion (below orjson's 1,024 levels): refused,
+    # not let through unchecked (audit 52: a load body there kept its last "mode")
+    deep = b'{"options": ' * 1000 + b"1" + b"}" * 1000
+    source = b'{"path": "x.csv", "options": {"a": ' + deep + b"}}"
+    load = b'{"source": ' + source + b', "mode": "append", "mode": "replace"}'
+    r = client.post(f"/v1/tables/{name}/loads", content=load)
+    assert assert_error(r, 422, "invalid_value")["detail"] == {"path": "body"}
     assert [x for x in client.get("/v1/loads").json()["loads"] if x["table"] == name] == []
 
 
