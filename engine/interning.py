@@ -81,9 +81,8 @@ class StringInterner:
         if ids.shape[0] == 0:
             return ids.astype(np.int64)
         _, inverse, strings = self.strings_of_unique(ids)
-        order = sorted(range(len(strings)), key=strings.__getitem__)
         rank = np.empty(len(strings), dtype=np.int64)
-        rank[np.asarray(order, dtype=np.int64)] = np.arange(len(strings), dtype=np.int64)
+        rank[_string_order(strings)] = np.arange(len(strings), dtype=np.int64)
         return rank[inverse]
 
     def text_hashes(
@@ -120,3 +119,20 @@ class StringInterner:
         _, inverse, strings = self.strings_of_unique(ids)
         out = self.intern_many([fn(s) for s in strings])  # type: ignore[operator]
         return out[inverse] if out.shape[0] else out
+
+
+# numpy's fixed-width text (one UCS4 code unit per character) sorts by code point, as Python
+# does, and faster than a Python sort (a million 16-character strings: 0.45 s against 0.92 s);
+# but it pads with NULs, so it cannot tell "a" from "a\0", and its width is the longest one's.
+_FIXED_WIDTH_FROM = 1024  # distinct strings; below this a Python sort costs less than the copy
+_FIXED_WIDTH_BYTES = 1 << 28
+
+
+def _string_order(strings: list[str]) -> np.ndarray:
+    """Positions of ``strings`` (all distinct) in Python string order."""
+    n = len(strings)
+    if n >= _FIXED_WIDTH_FROM:
+        width = max(map(len, strings))
+        if 4 * width * n <= _FIXED_WIDTH_BYTES and "\0" not in "".join(strings):
+            return np.argsort(np.array(strings, dtype=f"<U{max(width, 1)}"), kind="stable")
+    return np.asarray(sorted(range(n), key=strings.__getitem__), dtype=np.int64)

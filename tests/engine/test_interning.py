@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from engine.interning import StringInterner
 
@@ -34,6 +36,23 @@ def test_ranks_order_by_text() -> None:
     ids = it.intern_many(["pear", "apple", "fig", "apple"])
     assert ids[1] == ids[3]
     assert it.ranks(ids).tolist() == [2, 0, 1, 0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab\0\x7f\xe9\uffff\U0001f600", max_size=6), max_size=40),
+    st.integers(0, 3000),
+)
+@example(["a\0", "a", "\0\0", ""], 1100)
+def test_ranks_follow_python_string_order(words: list[str], filler: int) -> None:
+    """Over 1,024 distinct strings numpy sorts them, unless a NUL (which its fixed-width
+    text pads with) would make two strings compare equal: code-point order either way."""
+    it = StringInterner()
+    texts = words + [f"f{i:05d}" for i in range(filler)]
+    ranks = it.ranks(it.intern_many(texts)).tolist()
+    order = sorted(set(texts))
+    rank_of = {w: r for r, w in enumerate(order)}
+    assert ranks == [rank_of[w] for w in texts]
 
 
 def test_text_hashes_hash_each_id_once() -> None:
