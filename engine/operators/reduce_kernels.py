@@ -289,6 +289,23 @@ class TopKKernel(ReduceKernel):
 
     def apply(self, group, vals, counts, ngroups, ctx):
         g, v, c = _positive(group, vals, counts)
+        # a group of one row takes min(count, k) of it in any order: only rows that share
+        # their group need order keys (for text, a sort of the strings); the caller
+        # consolidates the output, so its row order is free
+        shared = np.bincount(g, minlength=ngroups)[g] > 1
+        if shared.all():
+            return self._first_k(g, v, c, ctx)
+        alone = ~shared
+        take = np.minimum(c[alone], self.k)
+        keep = take > 0
+        g1, v1, c1 = self._first_k(g[shared], v[:, shared], c[shared], ctx)
+        return (
+            np.concatenate([g[alone][keep], g1]),
+            np.concatenate([v[:, alone][:, keep], v1], axis=1),
+            np.concatenate([take[keep], c1]),
+        )
+
+    def _first_k(self, g: np.ndarray, v: np.ndarray, c: np.ndarray, ctx: KernelContext) -> Rows:
         keys = [g]
         for col, desc in self.order:
             k = order_keys(v[col], ctx.val_types[col], ctx.interner)

@@ -95,3 +95,55 @@ def test_first_k_takes_matches_a_running_remainder(groups: list[list[int]], k: i
             expect.append(min(count, left))
             left -= expect[-1]
     assert got == expect
+
+
+WORDS = st.sampled_from(["", "a", "ab", "b", "\x00", "é", "zz"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 5), WORDS, st.integers(-2, 3)), max_size=8),
+        min_size=1,
+        max_size=4,
+    ),
+    st.booleans(),
+    st.integers(0, 3),
+)
+def test_top_k_of_text_in_groups_of_one_and_more(
+    steps: list[list[tuple[int, str, int]]], desc: bool, k: int
+) -> None:
+    """Groups holding one row (which need no order) beside groups holding several, as the
+    rows come and go over several times: the output accumulated to each time is the top k
+    of the contents then (rows with a positive count, with multiplicity)."""
+    g = Graph()
+    h, c = g.new_input([("g", "int"), ("s", "string")], name="t")
+    out = c.top_k(["g"], [("s", desc)], k).capture()
+    present: dict[tuple[int, str], int] = {}
+    total: dict[tuple[int, str], int] = {}
+    for t, rows in enumerate(steps):
+        rows = [r for r in rows if r[2]]
+        if rows:
+            ids = g.interner.intern_many([s for _, s, _ in rows])
+            groups = np.array([gr for gr, _, _ in rows], dtype=np.int64)
+            h.send_columns([groups, ids], t, np.array([d for _, _, d in rows], dtype=np.int64))
+        h.advance_to(t + 1)
+        g.step()
+        got = out.drain()
+        words = g.interner.lookup_many(got.data[1])
+        for gr, s, d in zip(got.data[0].tolist(), words, got.diffs.tolist(), strict=True):
+            total[gr, s] = total.get((gr, s), 0) + d
+        for gr, s, d in rows:
+            present[gr, s] = present.get((gr, s), 0) + d
+        expect: dict[tuple[int, str], int] = {}
+        for group in {gr for gr, _ in present}:
+            ranked = sorted(
+                ((s, n) for (gr, s), n in present.items() if gr == group and n > 0),
+                reverse=desc,
+            )
+            left = k
+            for s, n in ranked:
+                if left:
+                    expect[group, s] = min(n, left)
+                    left -= expect[group, s]
+        assert {key: n for key, n in total.items() if n} == expect
