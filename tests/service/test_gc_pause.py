@@ -3,11 +3,14 @@ the collector's state, also when the section raises."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 
 import pytest
 
+from api.body import parse_json
+from service.errors import BadRequest, Invalid
 from service.gc_pause import collector_paused
 
 
@@ -60,4 +63,13 @@ def test_overlapping_sections_on_two_threads() -> None:
     release.set()
     t.join(10)
     assert seen == [False]
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("raw", [b'{"updates": [1, 2]}', b'{"a": ', b"[" * 2000 + b"]" * 2000])
+def test_a_parsed_body_resumes_the_collector(raw: bytes) -> None:
+    """Request bodies parse with the collector paused (their values hold no cycles), and
+    it runs again after, also after a body that is not JSON or nests too deep."""
+    with contextlib.suppress(BadRequest, Invalid):
+        parse_json(raw)
     assert gc.isenabled()
