@@ -258,7 +258,14 @@ class AggregateKernel(ReduceKernel):
             with np.errstate(over="ignore"):
                 return segment_sums(col * c, starts)
         if s.fn in ("min", "max"):
-            keys = order_keys(col, s.type, ctx.interner)
+            # a group of one row is its own min and max: only rows that share their group
+            # need order keys (for text, a sort of the strings)
+            first = np.flatnonzero(starts)
+            sizes = np.diff(np.append(first, g.shape[0]))
+            shared = np.repeat(sizes > 1, sizes)
+            keys = np.zeros(g.shape[0], dtype=np.int64)
+            if shared.any():
+                keys[shared] = order_keys(col[shared], s.type, ctx.interner)
             order = lex_order([g, keys])
             gs = g[order]
             if s.fn == "min":

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Graph
+from engine import Graph, call, col
 from engine.hashing import key_codes
 from engine.operators.reduce_agg import agg_step
 from engine.operators.reduce_set import set_step
@@ -495,3 +495,57 @@ def test_a_count_that_wraps_past_2_63_within_one_step_is_not_positive(
     first = (1, 3 * 2**61) if build == "count" else (1,)
     assert +at_1 == Counter() and not -at_1
     assert got[(first, (0,))] == 1  # present at time 0
+
+
+TEXT = st.sampled_from(["", "a", "ab", "b", "\x00", "é", "zz"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 5), TEXT, st.integers(-3, 3), st.integers(-2, 3)),
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_min_max_of_text_and_with_a_float_sum_in_groups_of_one_and_more(
+    steps: list[list[tuple[int, str, int, int]]],
+) -> None:
+    """The general path's min and max (text; ints beside a float sum, which keeps them off
+    the compiled step) in groups holding one row beside groups holding several, as rows
+    come and go: the output accumulated to each time is the aggregate of the contents."""
+    g = Graph()
+    h, c = g.new_input([("g", "int"), ("s", "string"), ("v", "int")], name="t")
+    aggs = {"lo": ("min", "s"), "hi": ("max", "s"), "ilo": ("min", "v"), "ihi": ("max", "v")}
+    out = c.select(g="g", s="s", v="v", f=call("cast", col("v"), to="float"))
+    out = out.reduce(["g"], {**aggs, "fs": ("sum", col("f"))}).capture()
+    present: Counter[tuple[int, str, int]] = Counter()
+    total: Counter[tuple[int, str, str, int, int, float]] = Counter()
+    for t, rows in enumerate(steps):
+        rows = [r for r in rows if r[3]]
+        if rows:
+            ids = g.interner.intern_many([s for _, s, _, _ in rows])
+            cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in (0, 2)]
+            diffs = np.array([r[3] for r in rows], dtype=np.int64)
+            h.send_columns([cols[0], ids, cols[1]], t, diffs)
+        h.advance_to(t + 1)
+        g.step()
+        got = out.drain()
+        lo, hi = g.interner.lookup_many(got.data[1]), g.interner.lookup_many(got.data[2])
+        fs = got.data[5].view(np.float64).tolist()
+        for i, d in enumerate(got.diffs.tolist()):
+            ints = (int(got.data[3][i]), int(got.data[4][i]))
+            total[int(got.data[0][i]), lo[i], hi[i], *ints, fs[i]] += d
+        for gr, s, v, d in rows:
+            present[gr, s, v] += d
+        expect: Counter[tuple[int, str, str, int, int, float]] = Counter()
+        for group in {gr for gr, _, _ in present}:
+            held = [(s, v, n) for (gr, s, v), n in present.items() if gr == group and n > 0]
+            if held:
+                texts, ints = [s for s, _, _ in held], [v for _, v, _ in held]
+                fsum = float(sum(v * n for _, v, n in held))
+                expect[group, min(texts), max(texts), min(ints), max(ints), fsum] += 1
+        assert {key: n for key, n in total.items() if n} == expect
