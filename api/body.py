@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+import threading
 import zlib
 from typing import Annotated, Any
 
@@ -154,43 +156,49 @@ def _object(body: Any) -> dict[str, Any]:
     return body
 
 
-def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``object_pairs_hook``: an object naming a member twice is refused (orjson keeps the
-    last, silently dropping the others)."""
-    out: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in out:
-            raise Invalid(
-                f"the body names {name!r} twice in one object; name each member once",
-                {"path": "body"},
-                "invalid_value",
-            )
-        out[name] = value
-    return out
+class _Members(list):  # type: ignore[type-arg]
+    """An object's ``(name, value)`` pairs in order, as read for :func:`refuse_repeated_names`."""
 
 
-def refuse_repeated_names(raw: bytes, too_deep: str | None) -> None:
-    """Read ``raw`` (JSON, parsed already) again to refuse a member named twice in an
-    object: for the small bodies that define tables, views and loads, not for writes. The
-    standard library's parser recurses: a body it cannot nest (about 990 levels, below
-    orjson's 1,024) is refused with the code ``too_deep``, not let through unchecked, unless
-    that is None (a plan: refused past 200 levels, saying so, once it is read)."""
-    try:
-        json.loads(raw, parse_int=str, object_pairs_hook=_unique_names)  # str: not converted
-    except RecursionError:
-        if too_deep is None:
-            return
-        raise Invalid(
-            "the body nests too deep to check that each object names its members once",
-            {"path": "body"},
-            too_deep,
-        ) from None
+_depth_lock = threading.Lock()
+
+
+def refuse_repeated_names(raw: bytes) -> None:
+    """Read ``raw`` (JSON that :func:`parse_json` took, so nested at most 1,024 levels)
+    again to refuse a member named twice in an object, naming where (``detail.path``, as
+    ``query.columns.b``): for the small bodies that define tables, views and loads, not for
+    writes (orjson keeps the last of the repeats, silently dropping the others). The
+    standard library's parser, which sees repeats, counts its levels against Python's
+    recursion limit: that is raised meanwhile so that every level orjson reads is read."""
+    with _depth_lock:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + _PARSER_DEPTH + 64)
+        try:
+            value = json.loads(raw, parse_int=str, object_pairs_hook=_Members)  # str: as is
+        finally:
+            sys.setrecursionlimit(limit)
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _Members):
+            seen: set[str] = set()
+            for name, _ in item:
+                if name in seen:
+                    raise Invalid(
+                        f"the body names {name!r} twice in one object; name each member once",
+                        {"path": f"{path}.{name}" if path else name},
+                        "invalid_value",
+                    )
+                seen.add(name)
+            stack.extend((v, f"{path}.{k}" if path else k) for k, v in reversed(item))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
 
 
 async def json_object(request: Request) -> dict[str, Any]:
     raw = await read_body(request, definition=True)
     body = _object(parse_json(raw))
-    refuse_repeated_names(raw, "invalid_value")
+    refuse_repeated_names(raw)
     return body
 
 
@@ -204,7 +212,7 @@ async def exact_json_object(request: Request) -> dict[str, Any]:
     if has_long_number(raw):
         body = exact_json(raw, "invalid_plan")
     body = _object(body)
-    refuse_repeated_names(raw, None)
+    refuse_repeated_names(raw)
     return body
 
 
