@@ -156,7 +156,7 @@ def _object(body: Any) -> dict[str, Any]:
     return body
 
 
-class _Members(list):  # type: ignore[type-arg]
+class _Members(list[Any]):
     """An object's ``(name, value)`` pairs in order, as read for :func:`refuse_repeated_names`."""
 
 
