@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from clients.cli_records import parse_pairs, parse_time
-from clients.cli_render import progress_bar
+from clients.cli_render import progress_bar, rate_text
 from clients.cli_state import client_of
 from clients.client import Client
 from clients.errors import DifflowError
@@ -74,10 +74,8 @@ def load(
         raise typer.Exit(130) from None
     if status["state"] != "done":
         raise _load_error(load_id, status)
-    rate = status.get("rows_per_s") or 0
-    typer.echo(
-        f"load {load_id} done: {status.get('rows', 0):,} rows into {table} ({rate:,.0f} rows/s)"
-    )
+    rate = rate_text(status.get("rows_per_s") or 0)
+    typer.echo(f"load {load_id} done: {status.get('rows', 0):,} rows into {table} ({rate} rows/s)")
 
 
 def _source(

@@ -28,7 +28,7 @@ from clients.cli_records import (
     open_input,
     parse_time,
 )
-from clients.cli_render import progress_bar
+from clients.cli_render import progress_bar, rate_text
 from clients.cli_state import client_of
 from clients.client import Client
 from clients.endpoints import write_body
@@ -88,7 +88,7 @@ class PushStats:
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         text = (
             f"pushed {self.rows:,} rows to {table} in {self.writes:,} {unit}"
-            f" ({self.rows / elapsed:,.0f} rows/s); "
+            f" ({rate_text(self.rows / elapsed)} rows/s); "
         )
         if self.latencies_ms:
             p50, p99 = (percentile(self.latencies_ms, p) for p in (50, 99))

@@ -19,12 +19,19 @@ __all__ = [
     "columns_text",
     "json_text",
     "progress_bar",
+    "rate_text",
     "rows_summary",
     "rows_table",
     "stdout",
     "tables_table",
     "views_table",
 ]
+
+
+def rate_text(per_s: float) -> str:
+    """A rate for people: whole numbers from 100 up, three significant digits below (a
+    small load's 0.377 rows a second is not "0")."""
+    return f"{per_s:,.0f}" if abs(per_s) >= 100 else f"{per_s:.3g}"
 
 
 def stdout() -> Console:

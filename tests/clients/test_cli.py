@@ -599,6 +599,15 @@ def test_load_polls_until_done(exchange: Exchange) -> None:
     assert result.stdout == "load L1 done: 10 rows into edges (1,000 rows/s)\n"
 
 
+def test_a_slow_load_rate_keeps_its_digits(exchange: Exchange) -> None:
+    """Audit 56: a load of one row at 0.377 rows a second printed "(0 rows/s)"."""
+    exchange.on("POST", "/v1/tables/t/loads", answer(202, {"id": "L2", "state": "queued"}))
+    done = {"id": "L2", "state": "done", "rows": 1, "rows_per_s": 0.377}
+    exchange.on("GET", "/v1/loads/L2", answer(200, done))
+    result = ok(invoke(exchange, "load", "t", "--sql", "SELECT 1 AS x", "--poll-s", "0"))
+    assert result.stdout == "load L2 done: 1 rows into t (0.377 rows/s)\n"
+
+
 @pytest.mark.parametrize(
     ("state", "said"),
     [("cancelled", "cancelled load L1"), ("done", "load L1 was not cancelled: it is done")],
