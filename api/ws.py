@@ -232,23 +232,37 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
             await ws.close()
         return
     heartbeat = rt.settings.heartbeat_s
-    sent = 0
+
+    async def pump() -> None:
+        sent = 0
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            while True:
+                sent += 1
+                if sent % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+                frame = sub.pop()
+                if frame is None:
+                    if sub.finished:
+                        return
+                    if not await sub.wait(heartbeat):
+                        sub.heartbeat()
+                    continue
+                await ws.send_text(frame.decode())
+
+    async def until_gone() -> None:
+        """A client that leaves ends the subscription at once, not at the next frame sent
+        (a heartbeat's, up to ``--heartbeat-s`` later); what it sends is ignored."""
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            while (await ws.receive())["type"] != "websocket.disconnect":
+                pass
+
+    tasks = {asyncio.create_task(pump()), asyncio.create_task(until_gone())}
     try:
-        while True:
-            sent += 1
-            if sent % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            frame = sub.pop()
-            if frame is None:
-                if sub.finished:
-                    break
-                if not await sub.wait(heartbeat):
-                    sub.heartbeat()
-                continue
-            await ws.send_text(frame.decode())
-    except (WebSocketDisconnect, RuntimeError):
-        pass
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(ServiceError):
             rt.submit(lambda: rt.unsubscribe(sub))
         with contextlib.suppress(Exception):

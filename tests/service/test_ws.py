@@ -6,6 +6,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import socket
 import struct
 import threading
@@ -706,3 +707,28 @@ def test_a_closed_view_reads_and_snapshots_no_time_before_its_start(  # type: ig
         frame = recv(ws)
         assert frame["type"] == "snapshot" and frame["time"] == 2, frame
         assert [(u["data"], u["diff"]) for u in frame["updates"]] == [({"x": 1}, 1)]
+
+
+def test_a_subscriber_that_leaves_is_let_go_before_any_heartbeat(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Audit 56: a subscription the client closed was counted (``/metrics``) and kept until
+    the server next sent on it, a heartbeat up to ``--heartbeat-s`` later. With heartbeats
+    an hour apart it must still go, frames the client sent on it ignored."""
+    with running_server(tmp_path, heartbeat_s=3600) as s, s.client() as c:
+        make_table(c, "t", [("k", "int")])
+        make_view(c, "tv", {"op": "table", "name": "t"})
+
+        def subscribers() -> float:
+            found = re.search(
+                r'^difflow_subscribers\{view="tv"\} (\S+)$', c.get("/metrics").text, re.M
+            )
+            return float(found.group(1)) if found else 0.0
+
+        url = f"{s.ws_url}/v1/views/tv/subscribe?snapshot=true&progress=false"
+        with connect(url) as ws, connect(url) as other:
+            assert recv(ws)["type"] == "snapshot" and recv(other)["type"] == "snapshot"
+            ws.send('{"ignored": true}')
+            assert subscribers() == 2
+        deadline = time.monotonic() + 60
+        while subscribers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert subscribers() == 0
