@@ -1,6 +1,6 @@
 """Prometheus metrics: histograms of write latency and step time, counters of updates, and
 gauges read from the runtime at scrape time (arrangement records and bytes per view and per
-shared arrangement, subscribers, queue depths). One registry per runtime."""
+shared arrangement, subscribers, queue depths, interned strings). One registry per runtime."""
 
 from __future__ import annotations
 
@@ -78,6 +78,12 @@ class _StateCollector(Collector):
         )
         pending.add_metric([], len(rt.completions.pending()))
         yield pending
+        strings = GaugeMetricFamily(
+            "difflow_interned_strings",
+            "Distinct strings interned since the server started (never given back)",
+        )
+        strings.add_metric([], len(rt.interner))
+        yield strings
 
 
 class Metrics:

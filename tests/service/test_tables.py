@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import uuid
+
 import httpx
 
 from tests.service.conftest import assert_error, make_table, write
@@ -289,6 +292,27 @@ def test_head_is_a_get_without_its_body(client: httpx.Client, name: str) -> None
         assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
     head = client.head(f"/v1/tables/{name}_nope")
     assert head.status_code == 404 and head.content == b""
+
+
+def test_metrics_count_the_interned_strings(client: httpx.Client, name: str) -> None:
+    """``difflow_interned_strings`` counts each distinct string once, for the server's life
+    (README: strings are never given back): fresh strings raise it by their number, the same
+    strings again (here, deleting those rows) leave it where it is."""
+
+    def interned() -> int:
+        text = client.get("/metrics").text
+        found = re.search(r"^difflow_interned_strings (\S+)$", text, re.M)
+        assert found, text
+        return int(float(found.group(1)))
+
+    make_table(client, name, [("s", "string")])
+    fresh = [f"{name}-{i}-{uuid.uuid4()}" for i in range(40)]
+    before = interned()
+    write(client, name, {"updates": [{"insert": {"s": s}} for s in fresh]})
+    after = interned()
+    assert after >= before + len(fresh)
+    write(client, name, {"updates": [{"delete": {"s": s}} for s in fresh]})
+    assert interned() == after
 
 
 def test_rows_past_int64_saturate_and_the_listings_still_answer(
