@@ -235,6 +235,7 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
 
     async def pump() -> None:
         sent = 0
+        await sub.prepare()  # its snapshot, built off the engine thread
         with contextlib.suppress(WebSocketDisconnect, RuntimeError):
             while True:
                 sent += 1

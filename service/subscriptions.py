@@ -10,6 +10,11 @@ own frames do not count against it, however many: a step that took 12,000 pipeli
 queues 12,000 diffs at once, which no subscriber could have been sent yet. The engine never
 waits for a subscriber.
 
+A snapshot is captured by the engine thread but decoded and encoded on another
+(:meth:`Subscriber.prepare`): frames queued meanwhile are held, without their ``seq``, and
+follow it once it is queued (:meth:`Subscriber.release`); nothing goes out before it, not
+even a heartbeat.
+
 A diff or snapshot frame holds at most ``FRAME_BYTES`` (``encoded_parts``): the changes of a
 time that would make a bigger one go out in several frames of that time, in order, since a
 websockets client refuses a message over 1 MiB unless told otherwise.
@@ -19,14 +24,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
 import orjson
 
-__all__ = ["FRAME_BYTES", "Subscriber", "SubscriberState", "encoded_parts"]
+__all__ = ["FRAME_BYTES", "Frames", "Subscriber", "SubscriberState", "encoded_parts"]
+
+logger = logging.getLogger("difflow.subscriptions")
+
+Frames = list[tuple[str, bytes]]  # (type, the JSON object of its other fields)
 
 FRAME_BYTES = 1_000_000  # under 2**20 with the frame's type and seq
 
@@ -69,6 +80,8 @@ class Subscriber:
         self._step_seq = 0  # the first frame the engine's current step queued
         self._wake = asyncio.Event()
         self._gone = asyncio.Event()  # its socket is closed (``ended``)
+        self._first: Callable[[], Frames] | None = None  # builds its snapshot (``hold``)
+        self._held: Frames | None = None  # queued while the snapshot is built
 
     # -- producer side (engine thread and heartbeat task) ----------------------------------
     def push(self, frame: dict[str, Any]) -> bool:
@@ -92,6 +105,40 @@ class Subscriber:
         self._notify()
         return True
 
+    def hold(self, first: Callable[[], Frames]) -> None:
+        """(engine thread, before the subscriber is registered) Its first frames are built
+        by ``first``, on another thread (:meth:`prepare`); frames queued until then wait
+        behind them."""
+        with self._lock:
+            self._first, self._held = first, []
+
+    async def prepare(self) -> None:
+        """(the socket task, before it sends) Build the first frames :meth:`hold` named, on
+        another thread, and :meth:`release` them; a failure closes the subscriber."""
+        first, self._first = self._first, None
+        if first is None:
+            return
+        try:
+            frames = await asyncio.to_thread(first)
+        except Exception:
+            logger.exception("building a snapshot of view %r failed", self.view)
+            with self._lock:  # whatever was held or closed meanwhile: this frame alone
+                self._close_locked("internal error: the snapshot could not be built")
+            self._notify()
+            return
+        self.release(frames)
+
+    def release(self, first: Frames) -> None:
+        """Queue ``first``, then the frames held behind it (unless it was closed meanwhile
+        without its unsent frames: then nothing of it goes out)."""
+        with self._lock:
+            held, self._held = self._held, None
+            if held is None:
+                return
+            for kind, body in [*first, *held]:
+                self._append_locked(kind, body)
+        self._notify()
+
     def mark_step(self) -> None:
         """(engine thread) A step begins: the frames queued from now on are its own."""
         with self._lock:
@@ -109,12 +156,17 @@ class Subscriber:
     def _close_locked(self, reason: str, keep_unsent: bool = False) -> None:
         if not keep_unsent:
             self._frames.clear()
+            self._held = None
             self._next_seq = self._sent_seq + 1
         self._append_locked("closed", orjson.dumps({"reason": reason}))
         self.state = SubscriberState.CLOSING
 
     def _append_locked(self, kind: str, body: bytes) -> None:
-        """The frame ``{"type": kind, "seq": next, **body}``."""
+        """The frame ``{"type": kind, "seq": next, **body}``, or held until the snapshot is
+        queued (:meth:`release`)."""
+        if self._held is not None:
+            self._held.append((kind, body))
+            return
         head = b'{"type":"%s","seq":%d' % (kind.encode(), self._next_seq)
         self._next_seq += 1
         self._frames.append(head + (b"," + body[1:] if len(body) > 2 else b"}"))
@@ -151,13 +203,13 @@ class Subscriber:
 
     def heartbeat(self) -> None:
         with self._lock:
-            if self.state is SubscriberState.OPEN and not self._frames:
+            if self.state is SubscriberState.OPEN and not self._frames and self._held is None:
                 self._append_locked("heartbeat", b"{}")
         self._notify()
 
     @property
     def finished(self) -> bool:
-        return self.state is not SubscriberState.OPEN and not self._frames
+        return self.state is not SubscriberState.OPEN and not self._frames and self._held is None
 
     def ended(self) -> None:
         """(the socket task) Its socket is closed: whatever it was sent has gone out."""

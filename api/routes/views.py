@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -143,5 +144,6 @@ async def read_time(
 )
 async def rows(
     name: str, rt: RuntimeDep, as_of: Annotated[str | None, Depends(read_time)]
-) -> JSONResponse:
-    return JSONResponse(await rt.read(lambda: rt.catalog.rows(rt.catalog.view(name), as_of)))
+) -> Response:
+    encoded = await rt.read(lambda: rt.catalog.rows(rt.catalog.view(name), as_of))
+    return Response(await asyncio.to_thread(encoded), media_type="application/json")
