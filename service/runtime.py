@@ -550,7 +550,7 @@ class Runtime:
         """Complete ``w``; ``index`` caches each view's final outputs by time for this pass."""
         assert w.staged is not None
         latency_ms = (now - w.arrival) * 1000.0
-        outputs: dict[str, list[dict[str, Any]]] = {}
+        parts: dict[str, list[list[dict[str, Any]]]] = {}  # each view's, by time
         for name in w.affected:
             v = self.catalog.views.get(name)
             if v is None:
@@ -559,8 +559,9 @@ class Runtime:
                 if name not in index:
                     index[name] = _outputs_by_time(v, self.interner)
                 by_time = index[name]
-                outputs[name] = [u for t in w.staged.times for u in by_time.get(t, ())]
+                parts[name] = [by_time[t] for t in w.staged.times if t in by_time]
             v.latencies.append(latency_ms)
+        outputs = {name: [u for part in of for u in part] for name, of in parts.items()}
         table = self.catalog.tables.get(w.table)
         body = {
             "token": w.token,
@@ -573,7 +574,7 @@ class Runtime:
         if w.failed_views:
             body["failed_views"] = dict(w.failed_views)
         w.state = WriteState.DONE
-        self.completions.finish(w, body, self.steps)
+        self.completions.finish(w, body, parts, self.steps)
         self.metrics.write_latency.observe(latency_ms / 1000.0)
         w.settle(body)
         w.done.set_result(body)

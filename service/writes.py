@@ -24,6 +24,8 @@ __all__ = ["CompletionStore", "WriteCommand", "WriteState"]
 
 _tokens = itertools.count(1)
 
+Parts = dict[str, list[list[Any]]]  # a write's outputs: per view, the lists of its times
+
 
 class WriteState(Enum):
     RECEIVED = "received"
@@ -78,13 +80,21 @@ class CompletionStore:
     (``keep``) and by their output rows in all (``keep_rows``), oldest forgotten first; those
     finished in the latest engine step are always kept, however many rows they have (their
     writers, ``wait=false`` or answered ``pending``, ask for them next: a big write made final
-    by a small one in the same step would otherwise be forgotten at once)."""
+    by a small one in the same step would otherwise be forgotten at once).
+
+    A body's outputs are kept as the lists of a view's changes at each of its times, which
+    every write at that time shares: they count once towards ``keep_rows``, however many
+    writes list them (600 client-timed writes at one time, each listing its 8,000 changes,
+    had filled the budget 48 times over and were forgotten a step later: audit 57), and a
+    body is assembled when asked for."""
 
     def __init__(self, keep: int, keep_rows: int) -> None:
         self.keep = keep
         self.keep_rows = keep_rows
-        self._done: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
-        self._rows = 0  # output rows in the kept bodies
+        # token -> (body, its outputs' parts: view -> the shared lists, in order)
+        self._done: OrderedDict[str, tuple[dict[str, Any], Parts]] = OrderedDict()
+        self._shared: dict[int, tuple[list[Any], int]] = {}  # id -> (part, bodies holding it)
+        self._rows = 0  # output rows in the kept parts, each part once
         self._pending: dict[str, WriteCommand] = {}
         self._lock = threading.Lock()
         self._step = -1  # the engine step of the newest finished writes, and how many
@@ -94,13 +104,17 @@ class CompletionStore:
         with self._lock:
             self._pending[cmd.token] = cmd
 
-    def finish(self, cmd: WriteCommand, body: dict[str, Any], step: int) -> None:
-        """Keep a write's final body; ``step`` counts the engine's steps."""
-        rows = sum(len(out) for out in body["outputs"].values())
+    def finish(self, cmd: WriteCommand, body: dict[str, Any], parts: Parts, step: int) -> None:
+        """Keep a write's final body, whose ``outputs`` are the concatenated ``parts``;
+        ``step`` counts the engine's steps."""
         with self._lock:
             self._pending.pop(cmd.token, None)
-            self._done[cmd.token] = (body, rows)
-            self._rows += rows
+            self._done[cmd.token] = ({k: v for k, v in body.items() if k != "outputs"}, parts)
+            for of in parts.values():
+                for part in of:
+                    held = self._shared.get(id(part))
+                    self._shared[id(part)] = (part, held[1] + 1 if held else 1)
+                    self._rows += 0 if held else len(part)
             if step != self._step:
                 self._step, self._of_step = step, 0
             self._of_step += 1
@@ -109,7 +123,17 @@ class CompletionStore:
             while len(self._done) > self._of_step and (
                 len(self._done) > self.keep or self._rows > self.keep_rows
             ):
-                self._rows -= self._done.popitem(last=False)[1][1]
+                self._release(self._done.popitem(last=False)[1][1])
+
+    def _release(self, parts: Parts) -> None:
+        for of in parts.values():
+            for part in of:
+                held = self._shared[id(part)]
+                if held[1] == 1:
+                    del self._shared[id(part)]
+                    self._rows -= len(part)
+                else:
+                    self._shared[id(part)] = (part, held[1] - 1)
 
     def forgotten(self) -> str:
         """What is kept, for the answer to a token not (or no longer) known."""
@@ -122,7 +146,12 @@ class CompletionStore:
     def lookup(self, token: str) -> tuple[str, dict[str, Any] | WriteCommand] | None:
         with self._lock:
             if token in self._done:
-                return "done", self._done[token][0]
+                head, parts = self._done[token]
+                outputs = {name: [u for part in of for u in part] for name, of in parts.items()}
+                body = {**head, "outputs": outputs}
+                if "failed_views" in body:  # after the outputs, as it was made
+                    body["failed_views"] = body.pop("failed_views")
+                return "done", body
             if token in self._pending:
                 return "pending", self._pending[token]
         return None

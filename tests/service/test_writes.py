@@ -116,6 +116,25 @@ def test_completions_keep_a_bounded_number_of_output_rows(
         rows_write(70, 71)
         assert_error(c.get(f"/v1/completions/{big['token']}"), 404)
 
+        # audit 57: writes at one time each list all of that time's changes; those count
+        # once, however many writes list them, so the writes outlive the next step
+        make_table(c, "s", [("x", "int")], timing="client")
+        r = c.post("/v1/views", json={"name": "sv", "query": {"op": "table", "name": "s"}})
+        assert r.status_code == 201, r.text
+        shared = [
+            write(c, "s", {"columns": {"x": [i, 100 + i]}, "time": 0}, 202)["token"]
+            for i in range(5)
+        ]
+        write(c, "s", {"updates": [], "advance_to": 1})  # 10 changes, listed by 5 writes
+        rows_write(71, 72)  # a later step
+        at_0 = sorted([*range(5), *range(100, 105)])
+        for token in shared:
+            r = c.get(f"/v1/completions/{token}")
+            assert r.status_code == 200, r.text
+            assert sorted(u["data"]["x"] for u in r.json()["outputs"]["sv"]) == at_0
+        rows_write(72, 88)  # 10 + 1 + 16 rows: past the bound, the oldest forgotten
+        assert [c.get(f"/v1/completions/{t}").status_code for t in shared] == [404] * 5
+
 
 def test_write_that_advances_its_own_frontier_is_done(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("k", "string"), ("v", "int")], timing="client")
