@@ -27,11 +27,11 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from engine.errors import EngineError
 
-__all__ = ["SETTINGS", "configured", "setting"]
+__all__ = ["SETTINGS", "configured", "give_back", "setting"]
 
 _MIB = 1 << 20
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # mallopt's parameters (malloc.h)
@@ -67,3 +67,22 @@ _SETTING = _apply()
 def setting() -> str:
     """What the engine did to the allocator: ``tuned``, or ``system`` and why."""
     return _SETTING
+
+
+def _trim() -> Callable[[], object] | None:
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    trim = ctypes.CDLL(None).malloc_trim
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0)
+
+
+_TRIM = _trim()
+
+
+def give_back() -> None:
+    """Hand the C heap's free pages back to the kernel (glibc's ``malloc_trim``), wherever
+    they are in its heaps; for after a dataflow is dropped: the free memory the settings
+    above keep is meant for the next step's arrays, and a dropped view's is far more."""
+    if _TRIM is not None:
+        _TRIM()

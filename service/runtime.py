@@ -18,6 +18,7 @@ is done when its times are complete in its table and in every view that reads th
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 import time
@@ -29,6 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, consolidate
+from engine.allocator import give_back
 from engine.consolidate import group_starts
 from engine.lattice import advance_by, time_tuples
 from service.catalog import Catalog
@@ -414,6 +416,7 @@ class Runtime:
             if rejected:
                 w.failed_views.pop(name, None)
         self._resolve()
+        _give_back()
 
     def drop_table(self, name: str) -> None:
         """Drop a table (engine thread). Writes still pending on it are done at once, with
@@ -421,6 +424,7 @@ class Runtime:
         times, and a table made later under its name is another table."""
         self.catalog.drop_table(name)
         self._resolve()
+        _give_back()
 
     def adopt_view(self, view: ViewState) -> None:
         """Writes still pending on tables a new view reads will report its outputs too, where
@@ -628,6 +632,16 @@ class Runtime:
         v = self.catalog.views.get(sub.view)
         if v is not None:
             v.subscribers.discard(sub)
+
+
+def _give_back() -> None:
+    """After a dataflow is dropped: free it now, and hand the heap's free pages back. Its
+    arrangements and their readers refer to each other, so only the collector frees them,
+    and their arrays, which it does not count, do not hasten its pass over the oldest
+    objects: registering and dropping a reachability view over 400k edges grew the server by
+    100-200 MB a cycle (audit 59), 343 MiB of arrays waiting in such cycles after four."""
+    gc.collect()
+    give_back()
 
 
 def _snapshot_frames(

@@ -4,7 +4,9 @@ under its name, and a view refused at registration while a write is pending."""
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from pathlib import Path
 
 import httpx
@@ -16,6 +18,7 @@ from service.errors import NotFound, ServiceError
 from service.ingest import parse_write
 from service.runtime import Runtime
 from service.settings import Settings
+from service.views import arrangements_of
 from service.writes import WriteCommand
 from tests.service.conftest import assert_error, make_table, row_counts, rows, write
 from tests.service.server import running_server
@@ -92,6 +95,54 @@ def test_a_view_refused_at_registration_is_no_failed_view(client: httpx.Client, 
     assert done["status"] == "done"
     body = client.get(f"/v1/completions/{pending['token']}").json()
     assert body["status"] == "done" and "failed_views" not in body, body
+
+
+def test_a_dropped_view_is_freed_at_once(tmp_path: Path) -> None:
+    """A view's arrangements and their readers refer to each other, so only the collector
+    frees them; their arrays do not count towards its next pass, which may come much later.
+    Dropping the view frees them at once (audit 59: registering and dropping a reachability view over 400k
+    edges grew the server by 100-200 MB a cycle)."""
+    rt = Runtime(Settings(data_dir=tmp_path))
+    rt.start()
+    try:
+        on_engine = lambda fn: rt.submit(fn).result(timeout=60)  # noqa: E731
+        edges = {
+            "name": "e",
+            "columns": [{"name": "src", "type": "int"}, {"name": "dst", "type": "int"}],
+        }
+        on_engine(lambda: rt.catalog.create_table(edges))
+        hop = {
+            "op": "join",
+            "left": {"op": "var", "name": "r"},
+            "right": {"op": "table", "name": "e"},
+            "on": [["dst", "src"]],
+            "columns": {"src": "left.src", "dst": "right.dst"},
+        }
+        reach = {
+            "name": "reach",
+            "query": {
+                "op": "iterate",
+                "vars": {"r": {"op": "table", "name": "e"}},
+                "body": {
+                    "r": {
+                        "op": "distinct",
+                        "input": {"op": "concat", "inputs": [{"op": "table", "name": "e"}, hop]},
+                    }
+                },
+                "result": "r",
+            },
+        }
+        views = []
+        for _ in range(3):
+            v = on_engine(lambda: rt.catalog.create_view(reach))
+            on_engine(rt.step)
+            views.extend(weakref.ref(op.spine) for _, op in arrangements_of(v.ops))
+            del v
+            gc.collect()  # it has lived long: in the collector's oldest generation, rarely passed
+            on_engine(lambda: rt.drop_view("reach"))
+        assert len(views) >= 3 and [ref() for ref in views] == [None] * len(views)
+    finally:
+        rt.stop()
 
 
 def test_a_bug_in_a_write_refuses_it_and_the_engine_goes_on(
