@@ -8,6 +8,7 @@ tests and scripts learn it. SIGTERM and Ctrl-C shut down gracefully (subscribers
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import socket
@@ -155,6 +156,10 @@ def main(
     warmer = start_background() if settings.warmup else None
     client_faults = _ClientFaults()
     logging.getLogger("uvicorn.error").addFilter(client_faults)
+    # everything made so far (modules, the engine's types, the app) lives as long as the
+    # process: out of the collector's sight, a full pass (a dropped view's, service.runtime)
+    # costs what was made since, not 0.15 s more
+    gc.freeze()
     try:
         _Server(config, app).run()
     finally:

@@ -235,7 +235,6 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
 
     async def pump() -> None:
         sent = 0
-        await sub.prepare()  # its snapshot, built off the engine thread
         with contextlib.suppress(WebSocketDisconnect, RuntimeError):
             while True:
                 sent += 1
@@ -257,13 +256,16 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
             while (await ws.receive())["type"] != "websocket.disconnect":
                 pass
 
+    # its snapshot, built off the engine thread; meanwhile the pump sends nothing but a
+    # ``closed`` frame that drops it (a server shutting down)
+    preparing = asyncio.create_task(sub.prepare())
     tasks = {asyncio.create_task(pump()), asyncio.create_task(until_gone())}
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in tasks:
+        for task in (*tasks, preparing):
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, preparing, return_exceptions=True)
         with contextlib.suppress(ServiceError):
             rt.submit(lambda: rt.unsubscribe(sub))
         with contextlib.suppress(Exception):

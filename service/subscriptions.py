@@ -113,8 +113,10 @@ class Subscriber:
             self._first, self._held = first, []
 
     async def prepare(self) -> None:
-        """(the socket task, before it sends) Build the first frames :meth:`hold` named, on
-        another thread, and :meth:`release` them; a failure closes the subscriber."""
+        """(a task of the socket's, beside the one that sends) Build the first frames
+        :meth:`hold` named, on another thread, and :meth:`release` them; a failure closes
+        the subscriber. A close meanwhile that drops unsent frames (a server shutting down)
+        goes out at once, without waiting for them."""
         first, self._first = self._first, None
         if first is None:
             return
