@@ -28,6 +28,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import numpy as np
+import orjson
 
 from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, consolidate
 from engine.allocator import give_back
@@ -42,7 +43,7 @@ from service.metrics import Metrics
 from service.settings import Settings
 from service.subscriptions import Frames, Subscriber, encoded_parts
 from service.views import ViewState
-from service.writes import CompletionStore, WriteCommand, WriteState
+from service.writes import CompletionStore, Part, Parts, WriteCommand, WriteState, joined
 
 __all__ = ["Runtime"]
 
@@ -519,7 +520,7 @@ class Runtime:
     def _resolve(self) -> None:
         now = time.perf_counter()
         still = []
-        index: dict[str, dict[tuple[int, ...], list[dict[str, Any]]]] = {}
+        index: dict[str, dict[tuple[int, ...], Part]] = {}
         for w in self._pending:
             if self._complete(w):
                 self._finish(w, now, index)
@@ -549,12 +550,12 @@ class Runtime:
         self,
         w: WriteCommand,
         now: float,
-        index: dict[str, dict[tuple[int, ...], list[dict[str, Any]]]],
+        index: dict[str, dict[tuple[int, ...], Part]],
     ) -> None:
         """Complete ``w``; ``index`` caches each view's final outputs by time for this pass."""
         assert w.staged is not None
         latency_ms = (now - w.arrival) * 1000.0
-        parts: dict[str, list[list[dict[str, Any]]]] = {}  # each view's, by time
+        parts: Parts = {}  # each view's, by time
         for name in w.affected:
             v = self.catalog.views.get(name)
             if v is None:
@@ -565,7 +566,7 @@ class Runtime:
                 by_time = index[name]
                 parts[name] = [by_time[t] for t in w.staged.times if t in by_time]
             v.latencies.append(latency_ms)
-        outputs = {name: [u for part in of for u in part] for name, of in parts.items()}
+        outputs = {name: joined(of) for name, of in parts.items()}
         table = self.catalog.tables.get(w.table)
         body = {
             "token": w.token,
@@ -695,9 +696,9 @@ def _by_time(
         ]
 
 
-def _outputs_by_time(v: ViewState, interner: Any) -> dict[tuple[int, ...], list[dict[str, Any]]]:
-    """The view's final outputs not yet handed to writes, consolidated and grouped by time
-    (decoded once, however many writes ask; the changes at one time share its wire time)."""
+def _outputs_by_time(v: ViewState, interner: Any) -> dict[tuple[int, ...], Part]:
+    """The view's final outputs not yet handed to writes, consolidated and grouped by time,
+    each time's as JSON (encoded once, however many writes ask)."""
     if not v.final_history:
         return {}
     b = consolidate(UpdateBatch.concat(v.final_history, len(v.schema), v.domain.dims))
@@ -705,13 +706,14 @@ def _outputs_by_time(v: ViewState, interner: Any) -> dict[tuple[int, ...], list[
         return {}
     b, keys, bounds = _time_groups(b)
     diffs = b.diffs.tolist()
-    out: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+    out: dict[tuple[int, ...], Part] = {}
     with collector_paused():
         rows = decode_rows(b.data, v.schema, interner)
         for key, lo, hi in zip(keys, bounds[:-1], bounds[1:], strict=True):
             wire = time_to_wire(key)
-            out[key] = [
+            changes = [
                 {"data": r, "time": wire, "diff": d}
                 for r, d in zip(rows[lo:hi], diffs[lo:hi], strict=True)
             ]
+            out[key] = (orjson.dumps(changes), hi - lo)
     return out
