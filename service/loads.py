@@ -409,8 +409,6 @@ class LoadManager:
             self._enter_commit(job)
             cmd = _outcome(self._runtime.submit(lambda: self._apply(job, difference)))
         _outcome(cmd.accepted)
-        assert cmd.staged is not None
-        job.write, job.updates = cmd.token, len(cmd.staged.batch)
 
     def _apply(self, job: LoadJob, write: Callable[[TableState], ParsedWrite]) -> WriteCommand:
         """Engine thread, after every earlier write was stepped: build the write against the
@@ -425,6 +423,10 @@ class LoadManager:
             )
         cmd = WriteCommand(job.table, write(table), report_outputs=False)
         if runtime.accept_write(cmd):
+            assert cmd.staged is not None
+            # shown while it is stepped: a minute and more for millions of rows into a
+            # chain of views, which looked like reading the source until done (audit 65)
+            job.write, job.updates = cmd.token, len(cmd.staged.batch)
             runtime.step()
         return cmd
 
