@@ -78,6 +78,16 @@ def build_source(
             code="source_unreadable",
             detail={"source": what},
         )
+    if isinstance(load.source, PathSource) and load.source.format == "csv":
+        binary = [n for n in available.fieldNames() if not n.isprintable()]
+        if binary:  # a header of binary bytes: Parquet or ORC read as CSV, say
+            raise LoadError(
+                f"{what} does not read as CSV text: its first line holds bytes that are not "
+                f"text ({binary[0][:24]!r}); if it is another format, give it: "
+                '"format": "parquet", "orc" or "json"',
+                code="source_unreadable",
+                detail={"source": what},
+            )
     _check_columns(load, table_schema, available, what)
     if load.where is not None:
         where = load.where

@@ -177,6 +177,14 @@ def test_unreadable_file(write_text: Any, plan: Any, fmt: str) -> None:
     assert path in error.message
 
 
+def test_a_binary_file_read_as_csv_says_so(write_parquet: Any, plan: Any) -> None:
+    """Parquet read as CSV listed its first bytes as the available columns (audit 65)."""
+    path = write_parquet({"src": [1], "dst": [2]})
+    error = load_error(plan, {"source": {"path": path, "format": "csv"}}, EDGES)
+    assert error.code == "source_unreadable", error.message
+    assert "does not read as CSV text" in error.message and '"format": "parquet"' in error.message
+
+
 def test_missing_column_lists_available(write_parquet: Any, plan: Any) -> None:
     path = write_parquet({"Src": [1], "to_id": [2]})
     error = load_error(plan, {"source": {"path": path}, "columns": {"dst": "to_id"}}, EDGES)
