@@ -483,7 +483,16 @@ class Catalog:
 
 
 def _advance(reader: Any, frontier: Antichain) -> None:
-    if not reader.released and reader.frontier.precedes(frontier) and reader.frontier != frontier:
+    """Move a history reader on to ``frontier``, never back: where the two are incomparable
+    (a view registered on data starts at its inputs' frontier, which a window moving on one
+    coordinate never passes on the other), to the least frontier beyond both. Left at its
+    start there, a 2-D view registered at ``[[5, 5]]`` under frontiers ``[[X, 5]]`` kept
+    every time's changes: 240k records after 40 writes against 8.6k (audit 63)."""
+    if reader.released:
+        return
+    if not reader.frontier.precedes(frontier):
+        frontier = frontier_join(reader.frontier, frontier)
+    if reader.frontier != frontier:
         reader.advance(frontier)
 
 

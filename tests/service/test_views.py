@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 
 from tests.oracle.evaluate import INT_MAX, INT_MIN, wrap64
 from tests.oracle.plans import reach_plan
-from tests.service.conftest import assert_error, make_table, row_counts, rows, write
+from tests.service.conftest import assert_error, make_table, make_view, row_counts, rows, write
 
 
 def bfs(roots: set[int], edges: list[tuple[int, int]]) -> set[tuple[int, int]]:
@@ -471,6 +471,49 @@ def test_a_view_starts_where_the_traces_it_reads_still_remember(tmp_path) -> Non
         assert err["detail"] == {"valid_from": [8], "frontier": [2]}
         write(c, "a", {"updates": [{"insert": {"x": 2}, "time": 3}], "advance_to": 12})
         assert row_counts(c, "j", as_of=8) == {(("x", 1),): 1, (("x", 2),): 1}
+
+
+def test_a_view_registered_on_data_compacts_as_its_frontier_moves_on_one_coordinate(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    """A 2-D view registered at ``[[5, 5]]``, then frontiers ``[[X, 5]]``: its history window
+    ``max(f - 3, 0)`` never passes its start on the second coordinate, and it kept every
+    time's changes and answered reads long outside the window (audit 63). It forgets like
+    the view registered before the data."""
+    from tests.service.server import running_server
+
+    with running_server(tmp_path, history=3) as s, s.client() as c:
+        make_table(c, "s", [("k", "int"), ("v", "int")], timing="client", time_dims=2)
+        plan = {
+            "op": "reduce",
+            "input": {"op": "table", "name": "s"},
+            "by": ["k"],
+            "aggregates": {"n": {"fn": "count"}, "t": {"fn": "sum", "of": "v"}},
+        }
+        make_view(c, "early", plan)
+        ups = [{"insert": {"k": i % 7, "v": i}, "time": [i % 5, (i // 5) % 5]} for i in range(50)]
+        write(c, "s", {"updates": ups, "advance_to": [[5, 5]]})
+        make_view(c, "late", plan)
+        for b in range(12):
+            x = 5 + 10 * b
+            ups = [
+                {"insert": {"k": i % 7, "v": i}, "time": [x + i % 10, 5 + i % 3]}
+                for i in range(b * 40, b * 40 + 40)
+            ]
+            write(c, "s", {"updates": ups, "advance_to": [[x + 10, 5]]})
+        for view in ("early", "late"):
+            err = assert_error(
+                c.get(f"/v1/views/{view}/rows", params={"as_of": "20,9"}), 409, "time_unavailable"
+            )
+            assert err["detail"]["frontier"] == [[125, 5]], err
+        late = assert_error(c.get("/v1/views/late/rows", params={"as_of": "20,9"}), 409)
+        assert late["detail"]["valid_from"] == [[122, 4]], late  # its start: one below [[5, 5]]
+        records = {
+            v: sum(a["records"] for a in c.get(f"/v1/views/{v}").json()["arrangements"])
+            for v in ("early", "late")
+        }
+        assert records["late"] <= 2 * records["early"], records
+        assert row_counts(c, "late", as_of="124,9") == row_counts(c, "early", as_of="124,9")
 
 
 def test_a_union_lines_up_the_same_names_by_name(client: httpx.Client, name: str) -> None:
