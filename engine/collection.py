@@ -431,6 +431,7 @@ def iterate(
     max_iterations: int | None = None,
     round_limit: int = DEFAULT_ROUND_LIMIT,
     within: Scope | None = None,
+    label: str | None = None,
 ) -> dict[str, Collection]:
     """Mutually recursive fixed point: each variable starts as its initial collection and
     all are replaced together by ``body(vars)`` until nothing changes (or after
@@ -438,7 +439,8 @@ def iterate(
 
     The loop nests in the deepest scope of its initial collections and ``within``: pass the
     enclosing loop's scope when building inside a loop body whose variables the new body
-    reads even though its initial collections come from outside."""
+    reads even though its initial collections come from outside. ``label`` names the loop
+    in its errors (a plan's path to it), so that one of several nested loops can be told."""
     if not initial:
         raise SchemaError("iterate needs at least one variable")
     parent = _deepest(
@@ -447,7 +449,7 @@ def iterate(
     dims = {c._in(parent).dims for c in initial.values()}
     if len(dims) != 1:
         raise GraphError("iterate variables must share one time domain")
-    inner = LoopScope(parent, dims.pop() + 1, f"{parent.name}/iterate")
+    inner = LoopScope(parent, dims.pop() + 1, label or f"{parent.name}/iterate")
     variables: dict[str, Variable] = {}
     for name, c in initial.items():
         enter = _enter_chain(c._in(parent).op, inner)

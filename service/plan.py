@@ -517,7 +517,7 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
 
     within = next(iter(env.vars[-1].values())).scope if env.in_loop else None
     try:
-        results = iterate(initial, body_fn, cap, env.round_limit, within)
+        results = iterate(initial, body_fn, cap, env.round_limit, within, label=path)
     except EngineError as exc:
         raise _fail(path, str(exc)) from exc
     return results[result]

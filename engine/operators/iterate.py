@@ -225,7 +225,8 @@ class LoopRegion(Operator):
             rounds += 1
             if rounds > self.round_limit:
                 raise IterationLimitError(
-                    f"iterate ran {self.round_limit} rounds without reaching a fixed point; "
+                    f"the iterate at {self.inner.name} ran {self.round_limit} rounds without "
+                    "reaching a fixed point; "
                     "set max_iterations or check that the body converges"
                 )
             r = self._next_round(frontier, r)

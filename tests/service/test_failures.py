@@ -56,7 +56,13 @@ def test_divergence_is_contained(tmp_path) -> None:  # type: ignore[no-untyped-d
         err = assert_error(
             c.post("/v1/views", json={"name": "up", "query": COUNT_UP}), 422, "no_fixed_point"
         )
-        assert "40 rounds" in err["message"]
+        assert "the iterate at query ran 40 rounds" in err["message"], err
+        # nested: the loop that does not converge is named (audit 64)
+        nested = {"op": "iterate", "result": "n", "vars": COUNT_UP["vars"], "body": {"n": COUNT_UP}}
+        err = assert_error(
+            c.post("/v1/views", json={"name": "up", "query": nested}), 422, "no_fixed_point"
+        )
+        assert "the iterate at query.body.n ran 40 rounds" in err["message"], err
         assert_error(c.get("/v1/views/up"), 404)
         assert c.get("/v1/tables/lim").json()["readers"] == []
         # a bound the plan gives is kept, beyond the limit too: not a failure to converge
