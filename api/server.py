@@ -19,9 +19,10 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from api.app import create_app
-from api.ws import WS_FRAME_BOUND
+from api.ws import ABORT, WS_FRAME_BOUND
 from service.errors import LoadError, SettingsError
 from service.settings import Settings
 from service.spark.session import SparkSettings
@@ -54,6 +55,21 @@ async def _within(timeout: float, waits: list[Coroutine[Any, Any, None]]) -> Non
         _, pending = await asyncio.wait(tasks, timeout=timeout)
         for t in pending:
             t.cancel()
+
+
+class _WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol, whose ASGI scope also carries ``difflow.abort``: drops
+    the connection at once, unsent data and all. Closing it otherwise waits for its unsent
+    data to go out, which a peer that reads nothing never lets (``api.ws.ws_subscribe``)."""
+
+    async def run_asgi(self) -> None:
+        extensions = self.scope.get("extensions") or {}
+        self.scope["extensions"] = {**extensions, ABORT: {"abort": self.abort}}
+        await super().run_asgi()
+
+    def abort(self) -> None:
+        if not self.transport.is_closing():
+            self.transport.abort()
 
 
 class _Server(uvicorn.Server):
@@ -144,6 +160,7 @@ def main(
         # keepalive pings, but no peer is dropped for a pong that is late: a subscriber that
         # pauses is closed only as too slow (--subscriber-buffer), with its ``closed`` frame
         ws_ping_timeout=None,
+        ws=_WebSocketProtocol,
         log_level="warning",
         timeout_graceful_shutdown=10,
     )

@@ -28,6 +28,7 @@ from service.codec import nests_deeper
 from service.errors import Invalid, NotFound, ServiceError, TooLarge
 from service.ingest import TableShape
 from service.runtime import Runtime
+from service.subscriptions import SubscriberState
 from service.writes import WriteCommand
 
 router = APIRouter()
@@ -39,6 +40,7 @@ WS_FRAME_BOUND = 4  # frames up to this many times the body limit are read (and 
 # them at once, and awaiting answers ready already, never suspends it (60,000 refused frames
 # kept every subscriber from its ``closed`` frame at shutdown, audit 41)
 YIELD_EVERY = 64
+ABORT = "difflow.abort"  # an ASGI extension: its "abort" drops the connection (api.server)
 
 
 def _check_size(raw: str | bytes, limit: int) -> None:
@@ -256,10 +258,29 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
             while (await ws.receive())["type"] != "websocket.disconnect":
                 pass
 
+    async def give_up() -> None:
+        """A subscriber closed (too slow, its view dropped) whose socket takes no frame for
+        two heartbeat intervals is dropped: its peer reads nothing, and the closed frame
+        would wait behind its unsent frames for as long as the server runs (audit 62)."""
+        abort = (ws.scope.get("extensions") or {}).get(ABORT, {}).get("abort")
+        if abort is None:  # served by another protocol than ours (api.server)
+            return
+        while sub.state is SubscriberState.OPEN:
+            await asyncio.sleep(min(heartbeat, 1.0))
+        sent = -1
+        while sub.sent != sent:
+            sent = sub.sent
+            await asyncio.sleep(2 * heartbeat)
+        abort()
+
     # its snapshot, built off the engine thread; meanwhile the pump sends nothing but a
     # ``closed`` frame that drops it (a server shutting down)
     preparing = asyncio.create_task(sub.prepare())
-    tasks = {asyncio.create_task(pump()), asyncio.create_task(until_gone())}
+    tasks = {
+        asyncio.create_task(pump()),
+        asyncio.create_task(until_gone()),
+        asyncio.create_task(give_up()),
+    }
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:

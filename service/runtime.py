@@ -22,6 +22,7 @@ import gc
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -41,7 +42,7 @@ from service.gc_pause import collector_paused
 from service.ingest import TableShape, stage_write
 from service.metrics import Metrics
 from service.settings import Settings
-from service.subscriptions import Frames, Subscriber, encoded_parts
+from service.subscriptions import Frames, SharedFrames, Subscriber, encoded_parts
 from service.views import ViewState
 from service.writes import CompletionStore, Part, Parts, WriteCommand, WriteState, joined
 
@@ -101,6 +102,8 @@ class Runtime:
         self._registering: dict[str, list[tuple[threading.Event, _Control]]] = {}
         self._registering_lock = threading.Lock()
         self.steps = 0
+        # view name -> the step, the view and the first frames of its latest subscriber
+        self._snapshots: dict[str, tuple[int, weakref.ref, weakref.ref]] = {}
 
     @property
     def interner(self) -> StringInterner:
@@ -411,6 +414,7 @@ class Runtime:
         (a view made later under its name is another view); a ``rejected`` one, refused at
         registration, is not among their ``failed_views`` either: it never existed."""
         self.catalog.drop_view(name)
+        self._snapshots.pop(name, None)
         for w in self._pending:
             if name in w.affected:
                 w.affected.remove(name)
@@ -597,15 +601,27 @@ class Runtime:
         self.catalog.check_live(v)
         sub = Subscriber(view, progress, self.settings.subscriber_buffer, loop)
         if snapshot:
-            t = self.catalog.read_time(v, None)
-            updates = self.catalog.updates(v)
-            contents, late = self.catalog.rows_at(v, t, updates), self._late_final(v, t, updates)
-            size, interner = max(self.settings.snapshot_frame_rows, 1), self.interner
-            sub.hold(lambda: _snapshot_frames(v, t, contents, late, size, interner))
+            sub.hold(self._snapshot(v))
         if progress:
             sub.push({"type": "progress", "frontier": frontier_to_wire(v.frontier)})
         v.subscribers.add(sub)
         return sub
+
+    def _snapshot(self, v: ViewState) -> SharedFrames:
+        """``v``'s first frames for a new subscriber: captured once, and built once, for
+        every subscriber that comes before the engine's next step."""
+        held = self._snapshots.get(v.name)
+        if held is not None and held[0] == self.steps and held[1]() is v:
+            shared = held[2]()
+            if shared is not None:
+                return shared
+        t = self.catalog.read_time(v, None)
+        updates = self.catalog.updates(v)
+        contents, late = self.catalog.rows_at(v, t, updates), self._late_final(v, t, updates)
+        size, interner = max(self.settings.snapshot_frame_rows, 1), self.interner
+        shared = SharedFrames(lambda: _snapshot_frames(v, t, contents, late, size, interner))
+        self._snapshots[v.name] = (self.steps, weakref.ref(v), weakref.ref(shared))
+        return shared
 
     def _late_final(
         self, v: ViewState, t: tuple[int, ...] | None, content: UpdateBatch

@@ -152,3 +152,44 @@ def test_a_shutdown_while_a_snapshot_is_built_closes_the_socket_at_once(
         go.set()
         server.should_exit = True
         thread.join(30)
+
+
+def test_subscribers_of_one_step_share_one_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Subscribers of a view that come before the engine's next step get the one snapshot,
+    captured and built once (four built apart held a write for 2.5 s: audit 62); after a
+    step, a new one."""
+    from service.runtime import Runtime
+
+    builds = []
+    build = runtime_module._snapshot_frames
+
+    def counted(*args: Any) -> Frames:
+        builds.append(args[1])
+        return build(*args)
+
+    monkeypatch.setattr(runtime_module, "_snapshot_frames", counted)
+    rt = Runtime(Settings(data_dir=tmp_path))
+    rt.start()
+    try:
+        on_engine = lambda fn: rt.submit(fn).result(timeout=60)  # noqa: E731
+        spec = {"name": "t", "columns": [{"name": "k", "type": "int"}]}
+        on_engine(lambda: rt.catalog.create_table(spec))
+        v = on_engine(
+            lambda: rt.catalog.create_view({"name": "v", "query": {"op": "table", "name": "t"}})
+        )
+        on_engine(lambda: rt.adopt_view(v))
+        on_engine(rt.step)
+        loop = asyncio.new_event_loop()
+        subs = [on_engine(lambda: rt.subscribe("v", True, False, loop)) for _ in range(4)]
+        firsts = [sub._first for sub in subs]
+        assert firsts[0] is not None and all(f is firsts[0] for f in firsts)
+        frames = [f() for f in firsts if f is not None]
+        assert len(builds) == 1 and all(f is frames[0] for f in frames)
+        on_engine(rt.step)
+        later = on_engine(lambda: rt.subscribe("v", True, False, loop))
+        assert later._first is not firsts[0]
+        loop.close()
+    finally:
+        rt.stop()

@@ -359,7 +359,15 @@ def test_a_dropped_views_subscriber_gets_what_it_was_owed_then_closed(  # type: 
 
 
 def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with running_server(tmp_path, heartbeat_s=0.3, subscriber_buffer=4) as s, s.client() as c:
+    with running_server(tmp_path / "hb", heartbeat_s=0.3) as s, s.client() as c:
+        make_table(c, "t", [("k", "int")])
+        assert c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
+        with connect(f"{s.ws_url}/v1/views/v/subscribe?snapshot=false&progress=false") as idle:
+            hb = recv(idle, timeout=5)
+            assert hb == {"type": "heartbeat", "seq": 0}
+    # the stalled peer reads once the writes are over, well within the two heartbeat
+    # intervals (20 s) after which one that takes nothing more is dropped (below)
+    with running_server(tmp_path / "slow", subscriber_buffer=4) as s, s.client() as c:
         make_table(c, "big", [("k", "int"), ("pad", "string")])
         assert (
             c.post(
@@ -367,9 +375,6 @@ def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no
             ).status_code
             == 201
         )
-        with connect(f"{s.ws_url}/v1/views/bigv/subscribe?snapshot=false&progress=false") as idle:
-            hb = recv(idle, timeout=5)
-            assert hb == {"type": "heartbeat", "seq": 0}
         good_frames: list[dict] = []
         stop = threading.Event()
 
@@ -419,6 +424,35 @@ def test_heartbeats_and_stalled_subscriber(tmp_path) -> None:  # type: ignore[no
         assert len(frames) < writes
 
 
+def test_a_subscriber_closed_as_too_slow_that_reads_nothing_is_dropped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Its closed frame waits behind what its socket cannot take; a peer that never reads
+    again kept its connection, and megabytes of buffers, for as long as the server ran
+    (audit 62). Two heartbeat intervals after its socket last took a frame, it is dropped."""
+    with running_server(tmp_path, heartbeat_s=0.5, subscriber_buffer=4) as s, s.client() as c:
+        make_table(c, "big", [("k", "int"), ("pad", "string")])
+        assert c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "big"}})
+        peer = StalledPeer(f"{s.ws_url}/v1/views/v/subscribe?snapshot=false&progress=false")
+        try:
+            pad = "x" * 2000
+            for i in range(12):  # ~2.4 MB each, in frames of under 1 MB
+                body = {
+                    "columns": {"k": list(range(i * 1200, (i + 1) * 1200)), "pad": [pad] * 1200}
+                }
+                write(c, "big", body)
+            subscribers = re.compile(r'^difflow_subscribers\{view="v"\} (\S+)$', re.M)
+            assert subscribers.search(c.get("/metrics").text).group(1) == "0.0"  # type: ignore[union-attr]
+            time.sleep(3)  # more than two heartbeat intervals
+            peer.sock.settimeout(20)
+            frames = []
+            with contextlib.suppress(ConnectionError):  # reset, or closed after what it had
+                while (f := peer.frame()) is not None:
+                    frames.append(f)
+            # the frames its buffers held, then the end: the closed frame never went out
+            assert frames and all(f["type"] == "diff" for f in frames), frames[-1:]
+        finally:
+            peer.close()
+
+
 def test_a_subscriber_that_pauses_past_the_keepalive_is_not_dropped(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A peer that reads nothing for 45 s (longer than the WebSocket keepalive's 20 s ping
     and 20 s wait for its pong) but is far below the buffer's bound stays subscribed, and
@@ -466,6 +500,37 @@ def test_one_step_with_more_frames_than_the_buffer_does_not_close_a_reader(tmp_p
             for t in range(30, 36):  # later steps, each a frame: the reader keeps up
                 write(c, "t", {"updates": [{"insert": {"k": t}, "time": t}], "advance_to": t + 1})
                 assert recv(ws)["time"] == t
+
+
+def test_a_snapshot_does_not_count_towards_the_buffer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A big view's snapshot is many frames, which its subscriber cannot read at once: they
+    are not frames "unsent from earlier steps", and a reader of a 1M-row view was closed as
+    too slow after 96 of its 1,000 snapshot frames while writes went on (audit 62)."""
+    with running_server(tmp_path, subscriber_buffer=4, snapshot_frame_rows=1) as s, s.client() as c:
+        make_table(c, "t", [("k", "int"), ("pad", "string")])
+        pad = "x" * 20_000
+        write(c, "t", {"columns": {"k": list(range(300)), "pad": [pad] * 300}})  # 6 MB
+        assert (
+            c.post(
+                "/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}}
+            ).status_code
+            == 201
+        )
+        peer = StalledPeer(f"{s.ws_url}/v1/views/v/subscribe?progress=false", rcvbuf=4096)
+        frames = []
+        try:
+            peer.sock.settimeout(60)
+            frames.append(peer.frame())  # the snapshot is queued: 299 frames wait behind it
+            for k in range(300, 303):  # three later steps, a frame each
+                write(c, "t", {"updates": [{"insert": {"k": k, "pad": ""}}]})
+            while len(frames) < 303:
+                f = peer.frame()
+                assert f is not None and f["type"] != "closed", f"closed after {len(frames)}: {f}"
+                frames.append(f)
+        finally:
+            peer.close()
+        assert [f["seq"] for f in frames] == list(range(303))
+        assert [f["type"] for f in frames] == ["snapshot"] * 300 + ["diff"] * 3
 
 
 def test_sigterm_closes_subscribers_and_exits_cleanly(tmp_path) -> None:  # type: ignore[no-untyped-def]
