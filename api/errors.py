@@ -63,6 +63,13 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(served)
 
 
+def _routed(request: Request, path: str) -> bool:
+    """Whether some route serves ``path`` (any method): ``/v1/completions/`` was told to
+    try ``/v1/completions``, another 404 (audit 66)."""
+    scope = {**request.scope, "path": path}
+    return any(route.matches(scope)[0] != Match.NONE for route in request.app.router.routes)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
@@ -77,8 +84,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404:
             path = request.url.path
             message = f"no such endpoint: {method} {path}"
-            if path.endswith("/") and path.rstrip("/"):
-                message += f" (paths end without a slash: {path.rstrip('/')})"
+            bare = path.rstrip("/")
+            if path.endswith("/") and bare and _routed(request, bare):
+                message += f" (paths end without a slash: {bare})"
             elif is_websocket_path(path):
                 message += " (a WebSocket endpoint: connect to it with a WebSocket client)"
         if exc.status_code == 405:

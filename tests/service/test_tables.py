@@ -269,6 +269,9 @@ def test_a_path_with_a_trailing_slash_is_not_found(client: httpx.Client, name: s
         err = assert_error(client.request(method, path), 404, "not_found")
         assert "paths end without a slash" in err["message"], (method, path)
     assert client.get(f"/v1/tables/{name}").status_code == 200
+    # no hint where the path without the slash is no endpoint either (audit 66)
+    err = assert_error(client.get("/v1/completions/"), 404, "not_found")
+    assert "slash" not in err["message"], err
 
 
 def test_wrong_method_is_405_naming_the_allowed_ones(client: httpx.Client, name: str) -> None:
