@@ -524,7 +524,7 @@ class Runtime:
     def _resolve(self) -> None:
         now = time.perf_counter()
         still = []
-        index: dict[str, dict[tuple[int, ...], Part]] = {}
+        index: dict[str, dict[tuple[int, ...], _Changes]] = {}
         for w in self._pending:
             if self._complete(w):
                 self._finish(w, now, index)
@@ -554,7 +554,7 @@ class Runtime:
         self,
         w: WriteCommand,
         now: float,
-        index: dict[str, dict[tuple[int, ...], Part]],
+        index: dict[str, dict[tuple[int, ...], _Changes]],
     ) -> None:
         """Complete ``w``; ``index`` caches each view's final outputs by time for this pass."""
         assert w.staged is not None
@@ -568,7 +568,7 @@ class Runtime:
                 if name not in index:
                     index[name] = _outputs_by_time(v, self.interner)
                 by_time = index[name]
-                parts[name] = [by_time[t] for t in w.staged.times if t in by_time]
+                parts[name] = [_encoded(by_time, t) for t in w.staged.times if t in by_time]
             v.latencies.append(latency_ms)
         outputs = {name: joined(of) for name, of in parts.items()}
         table = self.catalog.tables.get(w.table)
@@ -712,9 +712,21 @@ def _by_time(
         ]
 
 
-def _outputs_by_time(v: ViewState, interner: Any) -> dict[tuple[int, ...], Part]:
-    """The view's final outputs not yet handed to writes, consolidated and grouped by time,
-    each time's as JSON (encoded once, however many writes ask)."""
+_Changes = list[dict[str, Any]] | Part  # a time's changes, decoded, or encoded (``_encoded``)
+
+
+def _encoded(by_time: dict[tuple[int, ...], _Changes], t: tuple[int, ...]) -> Part:
+    """Time ``t``'s changes as JSON: encoded for the first write that lists them, and kept
+    for the others (the times no write lists, a grid's joins say, are never encoded)."""
+    changes = by_time[t]
+    if isinstance(changes, list):
+        changes = by_time[t] = (orjson.dumps(changes), len(changes))
+    return changes
+
+
+def _outputs_by_time(v: ViewState, interner: Any) -> dict[tuple[int, ...], _Changes]:
+    """The view's final outputs not yet handed to writes, consolidated and grouped by time
+    (decoded once, however many writes ask; the changes at one time share its wire time)."""
     if not v.final_history:
         return {}
     b = consolidate(UpdateBatch.concat(v.final_history, len(v.schema), v.domain.dims))
@@ -722,14 +734,13 @@ def _outputs_by_time(v: ViewState, interner: Any) -> dict[tuple[int, ...], Part]
         return {}
     b, keys, bounds = _time_groups(b)
     diffs = b.diffs.tolist()
-    out: dict[tuple[int, ...], Part] = {}
+    out: dict[tuple[int, ...], _Changes] = {}
     with collector_paused():
         rows = decode_rows(b.data, v.schema, interner)
         for key, lo, hi in zip(keys, bounds[:-1], bounds[1:], strict=True):
             wire = time_to_wire(key)
-            changes = [
+            out[key] = [
                 {"data": r, "time": wire, "diff": d}
                 for r, d in zip(rows[lo:hi], diffs[lo:hi], strict=True)
             ]
-            out[key] = (orjson.dumps(changes), hi - lo)
     return out
