@@ -88,6 +88,8 @@ class _Server(uvicorn.Server):
             writers = self.app.state.writers
             ends = [s.until_ended() for s in closed] + [w.until_none() for w in writers]
             await _within(SUBSCRIBER_FLUSH_S, ends)
+            for s in closed:  # peers that read nothing: their sockets would hold the exit
+                s.drop()  # for uvicorn's graceful 10 s, then its cancellations (audit 67)
         await super().shutdown(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:

@@ -234,6 +234,7 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
             await ws.close()
         return
     heartbeat = rt.settings.heartbeat_s
+    sub.abort = (ws.scope.get("extensions") or {}).get(ABORT, {}).get("abort")
 
     async def pump() -> None:
         sent = 0
@@ -261,17 +262,17 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
     async def give_up() -> None:
         """A subscriber closed (too slow, its view dropped) whose socket takes no frame for
         two heartbeat intervals is dropped: its peer reads nothing, and the closed frame
-        would wait behind its unsent frames for as long as the server runs (audit 62)."""
-        abort = (ws.scope.get("extensions") or {}).get(ABORT, {}).get("abort")
-        if abort is None:  # served by another protocol than ours (api.server)
+        would wait behind its unsent frames for as long as the server runs (audit 62). Not
+        while its snapshot is built: nothing can go out then (audit 67)."""
+        if sub.abort is None:  # served by another protocol than ours (api.server)
             return
-        while sub.state is SubscriberState.OPEN:
+        while sub.state is SubscriberState.OPEN or sub.building:
             await asyncio.sleep(min(heartbeat, 1.0))
         sent = -1
         while sub.sent != sent:
             sent = sub.sent
             await asyncio.sleep(2 * heartbeat)
-        abort()
+        sub.drop()
 
     # its snapshot, built off the engine thread; meanwhile the pump sends nothing but a
     # ``closed`` frame that drops it (a server shutting down)

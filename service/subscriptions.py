@@ -109,6 +109,7 @@ class Subscriber:
         self._wake = asyncio.Event()
         self._gone = asyncio.Event()  # its socket is closed (``ended``)
         self._first: Callable[[], Frames] | None = None  # builds its snapshot (``hold``)
+        self.abort: Callable[[], None] | None = None  # drops its connection (the socket task)
         self._held: Frames | None = None  # queued while the snapshot is built
 
     # -- producer side (engine thread and heartbeat task) ----------------------------------
@@ -246,6 +247,16 @@ class Subscriber:
             if self.state is SubscriberState.OPEN and not self._frames and self._held is None:
                 self._append_locked("heartbeat", b"{}")
         self._notify()
+
+    @property
+    def building(self) -> bool:
+        """Its first frames are still being built (:meth:`hold`)."""
+        return self._held is not None
+
+    def drop(self) -> None:
+        """Drop its connection now, unsent frames and all, if it is still open."""
+        if self.abort is not None and not self._gone.is_set():
+            self.abort()
 
     @property
     def finished(self) -> bool:

@@ -665,6 +665,33 @@ def test_sigterm_answers_requests_waiting_on_a_long_step(tmp_path) -> None:  # t
         assert "Traceback" not in "".join(s.stderr)
 
 
+def test_sigterm_drops_a_subscriber_that_reads_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A stalled peer, within the buffer's bound, at SIGTERM: its closed frame cannot go
+    out, and its socket held the exit for uvicorn's graceful 10 s, which then cancelled the
+    socket task with a traceback (audit 67). It is dropped after the 3 s the closed frames
+    get."""
+    import signal
+
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "big", [("k", "int"), ("pad", "string")])
+        make_view(c, "v", {"op": "table", "name": "big"})
+        peer = StalledPeer(f"{s.ws_url}/v1/views/v/subscribe?snapshot=false&progress=false")
+        try:
+            pad = "x" * 2000
+            for i in range(6):  # ~2.4 MB each: more than the peer's socket holds
+                body = {
+                    "columns": {"k": list(range(i * 1200, (i + 1) * 1200)), "pad": [pad] * 1200}
+                }
+                write(c, "big", body)
+            s.process.send_signal(signal.SIGTERM)
+            assert s.process.wait(timeout=60) == 0
+        finally:
+            peer.close()
+        log = "".join(s.stderr)
+        assert "timeout graceful shutdown exceeded" not in log, log
+        assert "Exception in ASGI application" not in log, log
+
+
 def test_sigterm_closes_subscribers_behind_a_flood_of_refused_writes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM while a long registration has 60,000 pipelined frames in hand (accepted
     between its rounds, or queued): their answers keep the event loop busy, and the
