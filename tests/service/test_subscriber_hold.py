@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -114,52 +116,13 @@ def test_a_snapshot_that_cannot_be_built_closes_the_subscriber() -> None:
     asyncio.run(run())
 
 
-def test_a_shutdown_while_a_snapshot_is_built_closes_the_socket_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A real server, its snapshot build held: the ``closed`` frame of a server shutting
-    down goes out at once, not after the build (audit 60: a 1M-row snapshot's subscribers
-    got no frame before the sockets closed)."""
-    building, go = threading.Event(), threading.Event()
-    build = runtime_module._snapshot_frames
-
-    def held(*args: Any) -> Frames:
-        building.set()
-        go.wait(30)
-        return build(*args)
-
-    monkeypatch.setattr(runtime_module, "_snapshot_frames", held)
-    app = create_app(Settings(data_dir=tmp_path))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(200):
-            if server.started:
-                break
-            time.sleep(0.05)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as c:
-            make_table(c, "t", [("x", "int")])
-            r = c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
-            assert r.status_code == 201, r.text
-        with connect(f"ws://127.0.0.1:{port}/v1/views/v/subscribe?snapshot=true") as ws:
-            assert building.wait(10)
-            app.state.runtime.close_subscribers("the server is shutting down")
-            frame = orjson.loads(ws.recv(timeout=10))
-            assert (frame["type"], frame["seq"]) == ("closed", 0), frame
-    finally:
-        go.set()
-        server.should_exit = True
-        thread.join(30)
-
-
-def test_a_view_dropped_while_a_slow_snapshot_is_built_still_sends_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A closed subscriber whose socket takes nothing for two heartbeat intervals is
-    dropped, but not while its snapshot is built: nothing can go out then, and readers of
-    a view dropped meanwhile got no frame at all (audit 67)."""
+@contextmanager
+def _server_with_a_held_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **settings: Any
+) -> Iterator[tuple[Any, int, threading.Event, threading.Event]]:
+    """A real server (uvicorn in a thread, with the protocol ``api.server`` serves with)
+    whose snapshot builds wait: yields its app, its port, an event set when a build has
+    begun, and one that lets the builds go on."""
     from api.server import _WebSocketProtocol
 
     building, go = threading.Event(), threading.Event()
@@ -171,7 +134,7 @@ def test_a_view_dropped_while_a_slow_snapshot_is_built_still_sends_it(
         return build(*args)
 
     monkeypatch.setattr(runtime_module, "_snapshot_frames", held)
-    app = create_app(Settings(data_dir=tmp_path, heartbeat_s=0.2))
+    app = create_app(Settings(data_dir=tmp_path, **settings))
     config = uvicorn.Config(
         app, host="127.0.0.1", port=0, log_level="warning", ws=_WebSocketProtocol
     )
@@ -183,25 +146,52 @@ def test_a_view_dropped_while_a_slow_snapshot_is_built_still_sends_it(
             if server.started:
                 break
             time.sleep(0.05)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as c:
-            make_table(c, "t", [("x", "int")])
-            r = c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
-            assert r.status_code == 201, r.text
-            r = c.post("/v1/tables/t/updates", json={"updates": [{"insert": {"x": 1}}]})
-            assert r.status_code == 200, r.text
-            with connect(f"ws://127.0.0.1:{port}/v1/views/v/subscribe?progress=false") as ws:
-                assert building.wait(10)
-                assert c.delete("/v1/views/v").status_code == 204
-                time.sleep(1.0)  # five heartbeat intervals
-                go.set()
-                frames = [orjson.loads(ws.recv(timeout=10)) for _ in range(2)]
-        assert [f["type"] for f in frames] == ["snapshot", "closed"], frames
-        assert frames[0]["updates"] == [{"data": {"x": 1}, "diff": 1}]
+        yield app, server.servers[0].sockets[0].getsockname()[1], building, go
     finally:
         go.set()
         server.should_exit = True
         thread.join(30)
+
+
+def test_a_shutdown_while_a_snapshot_is_built_closes_the_socket_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real server, its snapshot build held: the ``closed`` frame of a server shutting
+    down goes out at once, not after the build (audit 60: a 1M-row snapshot's subscribers
+    got no frame before the sockets closed)."""
+    with _server_with_a_held_build(tmp_path, monkeypatch) as (app, port, building, _):
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as c:
+            make_table(c, "t", [("x", "int")])
+            r = c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
+            assert r.status_code == 201, r.text
+        with connect(f"ws://127.0.0.1:{port}/v1/views/v/subscribe?snapshot=true") as ws:
+            assert building.wait(10)
+            app.state.runtime.close_subscribers("the server is shutting down")
+            frame = orjson.loads(ws.recv(timeout=10))
+            assert (frame["type"], frame["seq"]) == ("closed", 0), frame
+
+
+def test_a_view_dropped_while_a_slow_snapshot_is_built_still_sends_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A closed subscriber whose socket takes nothing for two heartbeat intervals is
+    dropped, but not while its snapshot is built: nothing can go out then, and readers of
+    a view dropped meanwhile got no frame at all (audit 67)."""
+    held = _server_with_a_held_build(tmp_path, monkeypatch, heartbeat_s=0.2)
+    with held as (_, port, building, go), httpx.Client(base_url=f"http://127.0.0.1:{port}") as c:
+        make_table(c, "t", [("x", "int")])
+        r = c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
+        assert r.status_code == 201, r.text
+        r = c.post("/v1/tables/t/updates", json={"updates": [{"insert": {"x": 1}}]})
+        assert r.status_code == 200, r.text
+        with connect(f"ws://127.0.0.1:{port}/v1/views/v/subscribe?progress=false") as ws:
+            assert building.wait(10)
+            assert c.delete("/v1/views/v").status_code == 204
+            time.sleep(1.0)  # five heartbeat intervals
+            go.set()
+            frames = [orjson.loads(ws.recv(timeout=10)) for _ in range(2)]
+    assert [f["type"] for f in frames] == ["snapshot", "closed"], frames
+    assert frames[0]["updates"] == [{"data": {"x": 1}, "diff": 1}]
 
 
 def test_subscribers_of_one_step_share_one_snapshot(
