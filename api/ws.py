@@ -264,8 +264,7 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
         two heartbeat intervals is dropped: its peer reads nothing, and the closed frame
         would wait behind its unsent frames for as long as the server runs (audit 62). Not
         while its snapshot is built: nothing can go out then (audit 67)."""
-        if sub.abort is None:  # served by another protocol than ours (api.server)
-            return
+        assert sub.abort is not None
         while sub.state is SubscriberState.OPEN or sub.building:
             await asyncio.sleep(min(heartbeat, 1.0))
         sent = -1
@@ -277,11 +276,9 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
     # its snapshot, built off the engine thread; meanwhile the pump sends nothing but a
     # ``closed`` frame that drops it (a server shutting down)
     preparing = asyncio.create_task(sub.prepare())
-    tasks = {
-        asyncio.create_task(pump()),
-        asyncio.create_task(until_gone()),
-        asyncio.create_task(give_up()),
-    }
+    tasks = {asyncio.create_task(pump()), asyncio.create_task(until_gone())}
+    if sub.abort is not None:  # served by our protocol (api.server), not another's
+        tasks.add(asyncio.create_task(give_up()))
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -118,11 +118,11 @@ def test_a_snapshot_that_cannot_be_built_closes_the_subscriber() -> None:
 
 @contextmanager
 def _server_with_a_held_build(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **settings: Any
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ours: bool = True, **settings: Any
 ) -> Iterator[tuple[Any, int, threading.Event, threading.Event]]:
-    """A real server (uvicorn in a thread, with the protocol ``api.server`` serves with)
-    whose snapshot builds wait: yields its app, its port, an event set when a build has
-    begun, and one that lets the builds go on."""
+    """A real server (uvicorn in a thread, with the protocol ``api.server`` serves with, or
+    uvicorn's own) whose snapshot builds wait: yields its app, its port, an event set when
+    a build has begun, and one that lets the builds go on."""
     from api.server import _WebSocketProtocol
 
     building, go = threading.Event(), threading.Event()
@@ -135,9 +135,8 @@ def _server_with_a_held_build(
 
     monkeypatch.setattr(runtime_module, "_snapshot_frames", held)
     app = create_app(Settings(data_dir=tmp_path, **settings))
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", ws=_WebSocketProtocol
-    )
+    protocol = _WebSocketProtocol if ours else "auto"
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws=protocol)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -153,13 +152,16 @@ def _server_with_a_held_build(
         thread.join(30)
 
 
+@pytest.mark.parametrize("ours", [True, False])
 def test_a_shutdown_while_a_snapshot_is_built_closes_the_socket_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ours: bool
 ) -> None:
     """A real server, its snapshot build held: the ``closed`` frame of a server shutting
     down goes out at once, not after the build (audit 60: a 1M-row snapshot's subscribers
-    got no frame before the sockets closed)."""
-    with _server_with_a_held_build(tmp_path, monkeypatch) as (app, port, building, _):
+    got no frame before the sockets closed). Under uvicorn's own protocol too, which cannot
+    drop a silent peer: the subscription ended as soon as it began."""
+    held = _server_with_a_held_build(tmp_path, monkeypatch, ours)
+    with held as (app, port, building, _):
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as c:
             make_table(c, "t", [("x", "int")])
             r = c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
