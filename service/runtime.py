@@ -593,7 +593,6 @@ class Runtime:
         self.completions.finish(w, body, parts, self.steps)
         self.metrics.write_latency.observe(latency_ms / 1000.0)
         w.settle(body)
-        w.done.set_result(body)
 
     # -- subscriptions (engine thread) --------------------------------------------------------
     def subscribe(

@@ -1,10 +1,10 @@
 """Writes in flight and finished: commands for the engine thread, tokens, completions.
 
 A :class:`WriteCommand` moves through ``WriteState`` (received -> accepted -> done, or
-rejected). Three futures follow it: ``accepted`` resolves once the write is checked and
+rejected). Two futures follow it: ``accepted`` resolves once the write is checked and
 applied to its input (or rejected with an error); ``stepped`` once the step that processed it
-is over, with the done body or, if its times still wait on a frontier, the pending body;
-``done`` once the outputs at all its times are final.
+is over, with the done body or, if its times still wait on a frontier, the pending body
+(the done body, once its times are final, is kept by :class:`CompletionStore`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,6 @@ class WriteCommand:
     state: WriteState = WriteState.RECEIVED
     accepted: Future = field(default_factory=Future)
     stepped: Future = field(default_factory=Future)
-    done: Future = field(default_factory=Future)
     staged: StagedWrite | None = None
     affected: list[str] = field(default_factory=list)
     failed_views: dict[str, str] = field(default_factory=dict)  # affected views that failed
@@ -71,7 +70,7 @@ class WriteCommand:
 
     def reject(self, error: BaseException) -> None:
         self.state = WriteState.REJECTED
-        for f in (self.accepted, self.stepped, self.done):
+        for f in (self.accepted, self.stepped):
             if not f.done():
                 f.set_exception(error)
 
