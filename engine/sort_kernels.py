@@ -511,6 +511,13 @@ def finish_run(keys: np.ndarray, order: np.ndarray, lo: int, hi: int) -> None:
                 j -= 1
             order[j + 1] = x
         return
+    ordered = True  # often so (a key's records at one time): then there is nothing to do
+    for i in range(lo + 1, hi):
+        if column_less(keys, order[i], order[i - 1]):
+            ordered = False
+            break
+    if ordered:
+        return
     run = order[lo:hi].copy()
     for k in range(keys.shape[0] - 1, -1, -1):  # stable sorts, least significant row first
         col = np.empty(hi - lo, np.int64)

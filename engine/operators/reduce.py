@@ -43,7 +43,7 @@ from engine.operators.reduce_set import set_step
 from engine.operators.reduce_step import Pending, StepResult, joined, run_step
 from engine.operators.reduce_times import Grid, candidates, predecessor_sums
 from engine.schema import Schema
-from engine.trace import Layout, Spine, TraceBatch
+from engine.trace import History, Layout, Spine, TraceBatch
 
 __all__ = ["PAIRS_PER_PART", "Reduce"]
 
@@ -89,6 +89,25 @@ def mobius(
         holder.shape[0],
     )
     return c, np.take(vals, holder[v], axis=1), sums
+
+
+def _line_tail(c_times: np.ndarray) -> np.ndarray | None:
+    """The trailing coordinates every candidate shares (a line path's grid), or None."""
+    if c_times.shape[0] < 2 or c_times.shape[1] == 0:
+        return None
+    tail = c_times[1:, :1]
+    return tail if (c_times[1:] == tail).all() else None
+
+
+def _on_line(h: History, tail: np.ndarray) -> History:
+    """The records of ``h`` that count at points whose trailing coordinates are ``tail``
+    (``(d - 1, 1)``): those at or below it there, by their first coordinate alone (a
+    record is at or below ``(t, *tail)`` exactly when it is one of them and its first
+    coordinate is at most ``t``)."""
+    keep = (h.times[1:] <= tail).all(axis=0)
+    if keep.all():
+        return History(h.owner, h.vals, h.times[:1], h.diffs)
+    return History(h.owner[keep], h.vals[:, keep], h.times[:1, keep], h.diffs[keep])
 
 
 class Reduce(Operator):
@@ -301,12 +320,16 @@ class Reduce(Operator):
             ctx = KernelContext(
                 ctx.interner, ctx.val_types, np.take(k_keys, grid.owner, axis=1), ctx.key_types
             )
+        c_times = grid.times
+        tail = _line_tail(c_times)
+        if tail is not None:  # the records that count there, by their first coordinate
+            c_times, inp, out = c_times[:1], _on_line(inp, tail), _on_line(out, tail)
         g_in, v_in, c_in = accumulate_at(
-            grid.owner, grid.times, nkeys, inp.owner, inp.vals, inp.times, inp.diffs
+            grid.owner, c_times, nkeys, inp.owner, inp.vals, inp.times, inp.diffs
         )
         d_g, d_v, d_c = self.kernel.apply(g_in, v_in, c_in, len(grid), ctx)
         o_g, o_v, o_c = accumulate_at(
-            grid.owner, grid.times, nkeys, out.owner, out.vals, out.times, out.diffs
+            grid.owner, c_times, nkeys, out.owner, out.vals, out.times, out.diffs
         )
         e_g, e_v, e_c = consolidate_rows(
             np.concatenate([d_g, o_g]),

@@ -15,17 +15,23 @@ from numba import njit
 from engine.operators.reduce_scalar import group_by_owner
 from engine.sort_kernels import finish_run
 
-__all__ = ["line_candidates", "line_grid", "pinned_round", "point_complete"]
+__all__ = ["line_candidates", "line_grid", "pinned_round", "pinned_tail", "point_complete"]
 
 _INF = np.iinfo(np.int64).max
 
 
 @njit(cache=True, nogil=True, inline="always")
-def point_complete(felems: np.ndarray, p0: int, p1: int, d: int) -> bool:
-    """Whether no frontier element is ``<=`` the point ``(p0, p1)`` (``(p0)`` if ``d == 1``)."""
+def point_complete(felems: np.ndarray, p0: int, tail: np.ndarray) -> bool:
+    """Whether no frontier element is ``<=`` the point ``(p0, *tail)``."""
     for e in range(felems.shape[0]):
-        if felems[e, 0] <= p0 and (d == 1 or felems[e, 1] <= p1):
-            return False
+        if felems[e, 0] <= p0:
+            below = True
+            for j in range(tail.shape[0]):
+                if felems[e, j + 1] > tail[j]:
+                    below = False
+                    break
+            if below:
+                return False
     return True
 
 
@@ -43,21 +49,31 @@ def _owner_order(owner: np.ndarray, rows: np.ndarray, nkeys: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
+def _key_ceilings(best: np.ndarray, q: int, coords: np.ndarray, owner: np.ndarray) -> None:
+    """``best[k]``: key ``k``'s least coordinate in ``coords`` at or above ``q`` (``_INF``
+    when it has none)."""
+    best[:] = _INF
+    for i in range(coords.shape[0]):
+        x = coords[i]
+        if x >= q and x < best[owner[i]]:
+            best[owner[i]] = x
+
+
+@njit(cache=True, nogil=True)
 def line_candidates(
     nkeys: int,
     new_owner: np.ndarray,
     new_t0: np.ndarray,
     hist_owner: np.ndarray,
     hist_t0: np.ndarray,
-    hist_t1: np.ndarray,
-    new_t1: np.ndarray,
-    d: int,
-    r: int,
+    hist_tail: np.ndarray,
+    tail: np.ndarray,
     felems: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(candidate owner, candidate first coordinate, predecessor, pending owner,
-    pending first coordinate, pending second coordinate) — second coordinates are ``r`` for
-    candidates; for ``d == 1`` the pending second coordinate is unused."""
+    """(candidate owner, candidate first coordinate, predecessor, pending owner, pending
+    first coordinate, pending trailing coordinates ``(d - 1, P)``). Every new time and
+    every candidate has the trailing coordinates ``tail``; ``hist_tail`` holds the
+    history's (``(d - 1, nh)``)."""
     nn = new_owner.shape[0]
     nh = hist_owner.shape[0]
     mins = np.full(nkeys, _INF, np.int64)
@@ -97,7 +113,7 @@ def line_candidates(
     is_cand = np.zeros(L, np.bool_)
     nc = 0
     for i in range(L):
-        if point_complete(felems, v[i], r, d):
+        if point_complete(felems, v[i], tail):
             is_cand[i] = True
             nc += 1
     c_owner = np.empty(nc, np.int64)
@@ -114,23 +130,28 @@ def line_candidates(
     for j in range(nc - 1):
         if c_owner[j + 1] == c_owner[j] and c_pos[j + 1] == c_pos[j] + 1:
             pred[j + 1] = j
-    # pending: ceil_grid(join(n, f))
+    # pending: ceil_grid(join(n, f)); in a trailing dimension every new time has the
+    # coordinate tail[j], so the ceiling there is the key's least coordinate at or above
+    # max(tail[j], f[j]), the same for all its new times
+    dt = tail.shape[0]
     ne = felems.shape[0]
     p_o = np.empty(nn * ne, np.int64)
-    p_0 = np.empty(nn * ne, np.int64)
-    p_1 = np.empty(nn * ne, np.int64)
+    p_times = np.empty((dt + 1, nn * ne), np.int64)
     np_ = 0
+    best = np.empty((dt, nkeys), np.int64)
+    # per dimension, the ceilings of tail[j] itself (every new time's): computed once, for
+    # the elements at or below it there (most of them)
+    at_tail = np.empty((dt, nkeys), np.int64)
+    for j in range(dt):
+        _key_ceilings(at_tail[j], tail[j], hist_tail[j], hist_owner)
+        for i in range(nn):
+            at_tail[j, new_owner[i]] = tail[j]
     for e in range(ne):
-        q1 = r
-        best = np.full(nkeys, _INF, np.int64)
-        if d == 2:
-            q1 = max(r, felems[e, 1])
-            for i in range(nh):
-                if hist_t1[i] >= q1 and hist_t1[i] < best[hist_owner[i]]:
-                    best[hist_owner[i]] = hist_t1[i]
-            for i in range(nn):
-                if new_t1[i] >= q1 and new_t1[i] < best[new_owner[i]]:
-                    best[new_owner[i]] = new_t1[i]
+        for j in range(dt):
+            if felems[e, j + 1] <= tail[j]:
+                best[j] = at_tail[j]
+            else:
+                _key_ceilings(best[j], felems[e, j + 1], hist_tail[j], hist_owner)
         for i in range(nn):
             k = new_owner[i]
             q0 = max(new_t0[i], felems[e, 0])
@@ -138,17 +159,20 @@ def line_candidates(
             pos = lo + np.searchsorted(v[lo:hi], q0)
             if pos >= hi:
                 continue
-            if d == 2 and best[k] == _INF:
+            inside = True
+            for j in range(dt):
+                if best[j, k] == _INF:
+                    inside = False
+                    break
+            if not inside:
                 continue
             p_o[np_] = k
-            p_0[np_] = v[pos]
-            p_1[np_] = best[k] if d == 2 else 0
+            p_times[0, np_] = v[pos]
+            for j in range(dt):
+                p_times[j + 1, np_] = best[j, k]
             np_ += 1
-    p_o, p_0, p_1 = p_o[:np_], p_0[:np_], p_1[:np_]
-    times = np.empty((2, np_), np.int64)
-    times[0] = p_0
-    times[1] = p_1
-    order = _owner_order(p_o, times, nkeys)
+    p_o, p_times = p_o[:np_], p_times[:, :np_]
+    order = _owner_order(p_o, p_times, nkeys)
     keep = np.zeros(np_, np.bool_)
     for i in range(np_):
         a = order[i]
@@ -156,9 +180,11 @@ def line_candidates(
             keep[a] = True
         else:
             b = order[i - 1]
-            keep[a] = p_o[a] != p_o[b] or p_0[a] != p_0[b] or p_1[a] != p_1[b]
+            keep[a] = p_o[a] != p_o[b]
+            for j in range(dt + 1):
+                keep[a] = keep[a] or p_times[j, a] != p_times[j, b]
     sel = order[keep[order]]
-    return c_owner, c_t0, pred, p_o[sel], p_0[sel], p_1[sel]
+    return c_owner, c_t0, pred, p_o[sel], p_times[0, sel], p_times[1:, sel]
 
 
 @njit(cache=True, nogil=True)
@@ -182,6 +208,37 @@ def pinned_round(new_times: np.ndarray, felems: np.ndarray) -> int:
 
 
 @njit(cache=True, nogil=True)
+def pinned_tail(new_times: np.ndarray, felems: np.ndarray) -> bool:
+    """The shape :func:`line_grid` applies to: one dimensional times, or every new time
+    with the same trailing coordinates ``c`` and, for each trailing dimension ``j``, a
+    frontier element with first coordinate 0 at most ``c_j + 1`` in ``j`` and at most
+    ``c`` in the others (a loop round, as ``reduce_times._pinned_tail``); never with no
+    new times."""
+    d, n = new_times.shape
+    if n == 0:
+        return False
+    for j in range(1, d):
+        for i in range(n):
+            if new_times[j, i] != new_times[j, 0]:
+                return False
+    for j in range(1, d):
+        found = False
+        for e in range(felems.shape[0]):
+            if felems[e, 0] != 0:
+                continue
+            found = True
+            for x in range(1, d):
+                if felems[e, x] > new_times[x, 0] + (1 if x == j else 0):
+                    found = False
+                    break
+            if found:
+                break
+        if not found:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
 def line_grid(
     nkeys: int,
     new_owner: np.ndarray,
@@ -190,37 +247,34 @@ def line_grid(
     hist_times: np.ndarray,
     felems: np.ndarray,
 ) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`line_candidates` for ``(d, n)`` times, with the shape check and the grid's
-    arrays assembled: (applies, candidate owner, candidate times ``(d, C)``, predecessors
-    ``(2**d - 1, C)``, pending owner, pending times ``(d, P)``). It applies to one
-    dimensional times, and to two when every new time has the same iteration ``r`` and the
-    frontier holds ``(0, r + 1)`` (a loop round)."""
+    """:func:`line_candidates` for ``(d, n)`` times, with the shape check
+    (:func:`pinned_tail`) and the grid's arrays assembled: (applies, candidate owner,
+    candidate times ``(d, C)``, predecessors ``(2**d - 1, C)``, pending owner, pending
+    times ``(d, P)``)."""
     d = new_times.shape[0]
     z1 = np.zeros(0, np.int64)
     z2 = np.zeros((d, 0), np.int64)
-    r = pinned_round(new_times, felems)
-    if r < 0:
+    if not pinned_tail(new_times, felems):
         return False, z1, z2, z2, z1, z2
-    c_owner, c_t0, pred, p_o, p_0, p_1 = line_candidates(
+    tail = new_times[1:, 0].copy()
+    c_owner, c_t0, pred, p_o, p_0, p_tail = line_candidates(
         nkeys,
         new_owner,
         new_times[0].copy(),
         hist_owner,
         hist_times[0].copy(),
-        hist_times[1].copy() if d == 2 else z1,
-        new_times[1].copy() if d == 2 else z1,
-        d,
-        r,
+        np.ascontiguousarray(hist_times[1:]),
+        tail,
         felems,
     )
     nc, npend = c_owner.shape[0], p_o.shape[0]
     times = np.empty((d, nc), np.int64)
     times[0] = c_t0
+    for j in range(d - 1):
+        times[j + 1] = tail[j]
     preds = np.full(((1 << d) - 1, nc), -1, np.int64)
     preds[0] = pred
     p_times = np.empty((d, npend), np.int64)
     p_times[0] = p_0
-    if d == 2:
-        times[1] = r
-        p_times[1] = p_1
+    p_times[1:] = p_tail
     return True, c_owner, times, preds, p_o, p_times

@@ -28,6 +28,7 @@ Invariant relied on (and kept by the reduce driver): at every complete time that
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from numba import njit
@@ -62,6 +63,15 @@ class Grid:
 
     def __len__(self) -> int:
         return int(self.owner.shape[0])
+
+
+@cache
+def _signs_of(d: int) -> np.ndarray:
+    """``(-1)**|S|`` for every non-empty set ``S`` of ``d`` dimensions, by bit mask (read
+    only: one array for every grid)."""
+    signs = np.array([-1 if bin(s).count("1") % 2 else 1 for s in range(1, 1 << d)], np.int64)
+    signs.setflags(write=False)
+    return signs
 
 
 def segment_bounds(owner: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
@@ -441,8 +451,7 @@ def candidate_grid(
         all_owner,
         np.ascontiguousarray(np.concatenate([hist_times, new_times], axis=1)),
     )
-    nsub = (1 << d) - 1
-    signs = np.array([-1 if bin(s).count("1") % 2 else 1 for s in range(1, nsub + 1)], np.int64)
+    signs = _signs_of(d)
 
     # pending: ceil_grid(join(n, f)) for every new time n and frontier element f
     p_owner_parts, p_times_parts = [], []
@@ -466,17 +475,24 @@ def candidate_grid(
     return Grid(c_owner, c_times, preds, signs, po, pt)
 
 
-def _pinned_round(new_times: np.ndarray, frontier: Antichain) -> int | None:
-    """For two-coordinate times: the round ``r`` if every new time has iteration ``r`` and the
-    frontier holds ``(0, r + 1)`` (a loop round), else None."""
-    its = new_times[1]
-    r = int(its[0])
-    if not (its == r).all():
+def _pinned_tail(new_times: np.ndarray, frontier: Antichain) -> np.ndarray | None:
+    """For times of two or more coordinates: the trailing coordinates ``c`` if every new
+    time has them and every point at or beyond a new time with a trailing coordinate above
+    ``c`` is at or beyond the frontier (a loop round: the frontier holds, for each trailing
+    dimension ``j``, an element with first coordinate 0 that is at most ``c_j + 1`` in
+    ``j`` and at most ``c`` in the others: ``(0, r + 1)`` for a loop's round ``r``,
+    ``(0, k, r + 1)`` and ``(0, k + 1, 0)`` for an inner loop's round ``r`` in the outer
+    one's round ``k``), else None."""
+    tail = new_times[1:, :1]
+    if not (new_times[1:] == tail).all():
         return None
     el = frontier.elements
-    if not ((el[:, 0] == 0) & (el[:, 1] == r + 1)).any():
-        return None
-    return r
+    for j in range(tail.shape[0]):
+        bound = tail[:, 0].copy()
+        bound[j] += 1
+        if not ((el[:, 0] == 0) & (el[:, 1:] <= bound).all(axis=1)).any():
+            return None
+    return tail[:, 0]
 
 
 def candidate_line(
@@ -488,16 +504,17 @@ def candidate_line(
     frontier: Antichain,
 ) -> Grid | None:
     """The fast path of :func:`candidate_grid` when only the first coordinate is free: one
-    dimensional times, or a loop round ``r`` (every new time at iteration ``r``, the frontier
-    holding ``(0, r + 1)``), where every candidate has iteration ``r``. Returns the same
+    dimensional times, or a loop round (every new time has the same trailing coordinates,
+    and every point beyond those is at or beyond the frontier, :func:`_pinned_tail`),
+    where every candidate has the new times' trailing coordinates. Returns the same
     :class:`Grid` as the general path, or None when the shape does not apply."""
     d = new_times.shape[0]
-    if d == 2:
-        r = _pinned_round(new_times, frontier)
-        if r is None:
+    tail = np.zeros(0, dtype=np.int64)
+    if d > 1:
+        pinned = _pinned_tail(new_times, frontier)
+        if pinned is None:
             return None
-    elif d != 1:
-        return None
+        tail = pinned
     order = np.argsort(new_owner, kind="stable")
     new_owner, new_times = new_owner[order], new_times[:, order]
     n_lo, _ = segment_bounds(new_owner, nkeys)
@@ -506,36 +523,38 @@ def candidate_line(
     coords = np.concatenate([hist_times[0], new_times[0]])
     keep = coords >= mins[all_owner]
     o, v = _distinct_coords(all_owner[keep], coords[keep])
-    points = v[None, :] if d == 1 else np.stack([v, np.full(v.shape[0], r, dtype=np.int64)])
+    points = np.concatenate([v[None, :], np.repeat(tail[:, None], v.shape[0], axis=1)])
     cand = np.flatnonzero(frontier.complete(points))
     c_owner = o[cand]
-    pred = np.full(cand.shape[0], -1, dtype=np.int64)
+    # along the first coordinate, the key's candidate before; along any other, a point
+    # beyond no new time, whose correction is nothing (the invariant in the docstring)
+    preds = np.full(((1 << d) - 1, cand.shape[0]), -1, dtype=np.int64)
     if cand.shape[0] > 1:
         nxt = (c_owner[1:] == c_owner[:-1]) & (cand[1:] == cand[:-1] + 1)
-        pred[1:][nxt] = np.flatnonzero(nxt)
-    if d == 1:
-        preds, signs = pred[None, :], np.array([-1], dtype=np.int64)
-    else:
-        none = np.full(cand.shape[0], -1, dtype=np.int64)
-        preds, signs = np.stack([pred, none, none]), np.array([-1, -1, 1], dtype=np.int64)
+        preds[0, 1:][nxt] = np.flatnonzero(nxt)
+    signs = _signs_of(d)
+    # each trailing coordinate's distinct values per key, for the pending times' ceilings
+    trailing: list[tuple[np.ndarray, np.ndarray]] = []
     p_owner, p_times = [], []
     _, hi = segment_bounds(o, nkeys)
     for f in frontier.elements:
         q = np.maximum(new_times, f[:, None])
         pos = _ceil_positions(o, v, new_owner, q[0])
         ok = pos < hi[new_owner]
-        if d == 2 and ok.any():
-            # the iteration coordinate: the key's least history iteration >= q[1]
-            h_it = np.concatenate([hist_times[1], new_times[1]])
-            it_o, it_v = _distinct_coords(all_owner, h_it)
-            it_pos = _ceil_positions(it_o, it_v, new_owner, q[1])
-            it_hi = segment_bounds(it_o, nkeys)[1]
-            ok &= it_pos < it_hi[new_owner]
-            iters = it_v[np.minimum(it_pos, max(it_v.shape[0] - 1, 0))]
+        ceil = [v[np.minimum(pos, max(v.shape[0] - 1, 0))]]
+        for j in range(1, d):
+            if not ok.any():
+                break
+            if len(trailing) < j:
+                h = np.concatenate([hist_times[j], new_times[j]])
+                trailing.append(_distinct_coords(all_owner, h))
+            it_o, it_v = trailing[j - 1]
+            it_pos = _ceil_positions(it_o, it_v, new_owner, q[j])
+            ok &= it_pos < segment_bounds(it_o, nkeys)[1][new_owner]
+            ceil.append(it_v[np.minimum(it_pos, max(it_v.shape[0] - 1, 0))])
         if ok.any():
             p_owner.append(new_owner[ok])
-            outer = v[np.minimum(pos, max(v.shape[0] - 1, 0))][ok]
-            p_times.append(outer[None, :] if d == 1 else np.stack([outer, iters[ok]]))
+            p_times.append(np.stack([c[ok] for c in ceil]))
     po, pt = _distinct_pending(p_owner, p_times, d)
     return Grid(c_owner, points[:, cand], preds, signs, po, pt)
 
@@ -545,10 +564,6 @@ def candidate_line(
 # With fewer, the compiled line is 3-15x faster (a million keys of one record: 22 against
 # 329 ms).
 LINE_RECORDS_PER_KEY = 256
-
-_LINE_SIGNS = {1: np.array([-1], dtype=np.int64), 2: np.array([-1, -1, 1], dtype=np.int64)}
-for _signs in _LINE_SIGNS.values():
-    _signs.setflags(write=False)
 
 
 def compiled_line(
@@ -561,8 +576,6 @@ def compiled_line(
 ) -> Grid | None:
     """:func:`candidate_line` through the compiled kernel (same result, one call)."""
     d = new_times.shape[0]
-    if d > 2:
-        return None
     ok, c_owner, times, preds, p_o, p_times = line_grid(
         nkeys,
         new_owner,
@@ -573,7 +586,7 @@ def compiled_line(
     )
     if not ok:
         return None
-    return Grid(c_owner, times, preds, _LINE_SIGNS[d], p_o, p_times)
+    return Grid(c_owner, times, preds, _signs_of(d), p_o, p_times)
 
 
 def candidates(

@@ -94,6 +94,65 @@ def test_line_paths_equal_the_general_grid(case: dict) -> None:
     assert _points(general) <= _points(line)
 
 
+@given(
+    st.integers(3, 4).flatmap(
+        lambda d: st.fixed_dictionaries(
+            {
+                "dims": st.just(d),
+                "nkeys": st.integers(1, 4),
+                "new": st.lists(
+                    st.tuples(st.integers(0, 3), st.integers(0, 6)), min_size=1, max_size=8
+                ),
+                "hist": st.lists(
+                    st.tuples(st.integers(0, 3), *[st.integers(0, 6)] * d), max_size=20
+                ),
+                "f": st.integers(1, 9),
+                "rounds": st.lists(st.integers(0, 3), min_size=d - 1, max_size=d - 1),
+            }
+        )
+    )
+)
+def test_the_line_path_of_a_nested_loop_round_equals_the_general_grid(case: dict) -> None:
+    """A round of an inner loop (three or four coordinates, every new time at the same
+    rounds, the frontier of nested round frontiers): the line paths (compiled and numpy)
+    agree, their pending times are the general grid's, and their candidates hold the
+    general grid's, each joined to its key's candidate before it along the first coordinate
+    only."""
+    d, rounds = case["dims"], case["rounds"]
+    new = [(o % case["nkeys"], t) for o, t in case["new"]]
+    remap = {k: i for i, k in enumerate(sorted({o for o, _ in new}))}
+    new_owner = np.asarray([remap[o] for o, _ in new], dtype=np.int64)
+    new_times = np.asarray([[t for _, t in new], *[[r] * len(new) for r in rounds]])
+    hist = [(remap[o], t) for o, *t in case["hist"] if o in remap]
+    hist_owner = np.asarray([o for o, _ in hist], dtype=np.int64)
+    hist_times = np.asarray([t for _, t in hist], dtype=np.int64).reshape(-1, d).T
+    frontier = Antichain([(case["f"],)])
+    for r in rounds:
+        frontier = round_frontier(frontier, r)
+    new_times = new_times.astype(np.int64)
+    done = frontier.complete(new_times)
+    if not done.any():
+        return
+    new_owner, new_times = new_owner[done], new_times[:, done]
+    keys = np.unique(new_owner)
+    new_owner = np.searchsorted(keys, new_owner)
+    keep = np.isin(hist_owner, keys)
+    hist_owner, hist_times = np.searchsorted(keys, hist_owner[keep]), hist_times[:, keep]
+    args = (keys.shape[0], new_owner, new_times, hist_owner, hist_times, frontier)
+    general = candidate_grid(*args)
+    line = candidate_line(*args)
+    compiled = compiled_line(*args)
+    assert line is not None and compiled is not None
+    assert _points(compiled) == _points(line)
+    assert _mobius_links(compiled) == _mobius_links(line)
+    for g in (line, compiled):
+        assert _pending(g) == _pending(general)
+    assert _points(general) <= _points(line)
+    assert {s for _, _, s in _mobius_links(line)} <= {-1}
+    for (o, t0, *tail), (o2, t1, *tail2), _ in _mobius_links(line):
+        assert o == o2 and tail == tail2 == rounds and t0 < t1
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.integers(2, 3).flatmap(
