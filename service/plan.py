@@ -131,15 +131,21 @@ class _Env:
     sources: Sources
     round_limit: int
     vars: list[dict[str, Collection]] = field(default_factory=list)
-    # subplans compiled so far, by their JSON's digest (``_digest``) and, for those whose
-    # collection depends on the loop around them, the var bindings they were compiled under
-    # (held here, so that their ids stay theirs): a subplan written twice in a plan (a
-    # loop's start, say, as a var's initial value and inside its body) is built once and
-    # read twice, as it would be through a name
+    # subplans compiled so far, by their JSON's digest (``_digest``) and the var bindings of
+    # the loops they were compiled in (held here, so that their ids stay theirs): a subplan
+    # written twice in a plan (a loop's start, say, as a var's initial value and inside its
+    # body) is built once and read twice, as it would be through a name
     compiled: dict[tuple[str, tuple[int, ...]], tuple[Collection, list[dict]]] = field(
         default_factory=dict
     )
-    digests: dict[int, tuple[str, bool]] = field(default_factory=dict)  # see _digest
+    digests: dict[int, tuple[str, frozenset[str]]] = field(default_factory=dict)  # _digest
+
+    def depth(self, free: frozenset[str]) -> int:
+        """How many of the loops around a subplan it depends on: the depth of the innermost
+        loop binding one of its ``free`` vars (0 for none)."""
+        return max(
+            (i + 1 for i, scope in enumerate(self.vars) if not free.isdisjoint(scope)), default=0
+        )
 
     @property
     def in_loop(self) -> bool:
@@ -228,36 +234,47 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
     op = _node(plan, path)
     if op in ("table", "view", "var"):
         return _compile_node(plan, op, env, path)
-    digest, scoped = env.digests[id(plan)]
-    # a subplan that reads no var and holds no iterate is the same collection in any loop
-    key = (digest, tuple(id(v) for v in env.vars) if scoped else ())
+    digest, free = env.digests[id(plan)]
+    # a subplan is built in the innermost loop whose vars it reads, outside the loops within
+    # that (it is the same collection in each of them, entered; an iterate it holds nests
+    # there, with fewer time coordinates), and once there
+    depth = env.depth(free)
+    key = (digest, tuple(id(v) for v in env.vars[:depth]))
     hit = env.compiled.get(key)
     if hit is not None:
         return hit[0]
-    out = _compile_node(plan, op, env, path)
-    env.compiled[key] = (out, list(env.vars))
+    around, env.vars = env.vars, env.vars[:depth]
+    try:
+        out = _compile_node(plan, op, env, path)
+    finally:
+        env.vars = around
+    env.compiled[key] = (out, list(env.vars[:depth]))
     return out
 
 
-def _digest(node: Any, into: dict[int, tuple[str, bool]]) -> tuple[str, bool]:
-    """A digest of ``node``'s JSON (equal for equal JSON, keys in any order) and whether what
-    it compiles to depends on the loop it stands in (it reads a var, or holds an iterate,
-    which is built inside the loop around it), for every object under it, into ``into`` by
+def _digest(node: Any, into: dict[int, tuple[str, frozenset[str]]]) -> tuple[str, frozenset[str]]:
+    """A digest of ``node``'s JSON (equal for equal JSON, keys in any order) and the vars it
+    reads that no iterate within it binds, for every object under it, into ``into`` by
     ``id``: one walk of the plan (a text per subplan would cost its size at every level
     above it)."""
     if isinstance(node, dict):
-        parts, scoped = [], node.get("op") in ("var", "iterate")
+        parts, free = [], frozenset[str]()
+        binds = node.get("op") == "iterate" and isinstance(node.get("vars"), dict)
         for k in sorted(node):
-            d, r = _digest(node[k], into)
+            d, f = _digest(node[k], into)
             parts.append(f"{json.dumps(k)}:{d}")
-            scoped = scoped or r
-        out = (_hashed("{" + ",".join(parts) + "}"), scoped)
+            free |= f - frozenset(node["vars"]) if k == "body" and binds else f
+        if node.get("op") == "var" and isinstance(node.get("name"), str):
+            free |= {node["name"]}
+        out = (_hashed("{" + ",".join(parts) + "}"), free)
         into[id(node)] = out
         return out
     if isinstance(node, list):
         items = [_digest(v, into) for v in node]
-        return _hashed("[" + ",".join(d for d, _ in items) + "]"), any(r for _, r in items)
-    return json.dumps(node, allow_nan=True), False
+        return _hashed("[" + ",".join(d for d, _ in items) + "]"), frozenset[str]().union(
+            *(f for _, f in items)
+        )
+    return json.dumps(node, allow_nan=True), frozenset[str]()
 
 
 def _hashed(text: str) -> str:

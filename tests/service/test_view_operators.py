@@ -1,6 +1,7 @@
 """The operators a view keeps: every one of them feeds the view's result (an operator nothing
 reads would still run, and hold its input's trace, at every step), and each subplan it
-repeats is built once. Checked on the catalog of a runtime in this process."""
+repeats is built once, in the innermost loop whose vars it reads. Checked on the catalog of a
+runtime in this process."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from engine.operators import AsCollection, Map, Operator
+from engine.operators import AsCollection, LoopRegion, Map, Operator
 from service import catalog as catalog_module
 from service.runtime import Runtime
 from service.settings import Settings
@@ -130,3 +131,50 @@ def test_a_view_that_fails_while_being_made_leaves_nothing(
     rt.submit(lambda: rt.catalog.drop_table("a")).result(timeout=30)
     v = rt.submit(lambda: rt.catalog.create_view(spec)).result(timeout=60)
     assert v.name == "v" and rt.catalog.table("edges").describe()["readers"] == ["v"]
+
+
+def _var(name: str) -> dict[str, Any]:
+    return {"op": "var", "name": name}
+
+
+def _closure(start: dict[str, Any], var: str) -> dict[str, Any]:
+    """``start``'s rows (x, y) and every (x, z) a chain of them reaches, as an iterate."""
+    step = {
+        "op": "join",
+        "left": _var(var),
+        "right": start,
+        "on": [["y", "x"]],
+        "columns": {"x": "left.x", "y": "right.y"},
+    }
+    body = {"op": "distinct", "input": {"op": "concat", "inputs": [_var(var), step]}}
+    return {"op": "iterate", "vars": {var: start}, "body": {var: body}, "result": var}
+
+
+def test_a_loop_in_a_loop_body_nests_in_the_innermost_loop_whose_vars_it_reads(
+    runtime: Runtime,
+) -> None:
+    """In the body of a loop ``w`` inside a loop ``e``: a loop over ``e`` alone nests in
+    ``e`` (three time coordinates, not four: it is the same collection at every round of
+    ``w``), a loop over the table alone outside both (two), and only the loop over ``w``
+    inside ``w``. Each is built once, though the body writes the one over ``e`` twice."""
+    rt = runtime
+    a = {"op": "table", "name": "a"}
+    over_e = _closure(_var("e"), "u")
+    w_body = {
+        "op": "distinct",
+        "input": {
+            "op": "concat",
+            "inputs": [_var("w"), over_e, _closure(a, "t"), _closure(_var("w"), "s"), over_e],
+        },
+    }
+    w_loop = {"op": "iterate", "vars": {"w": _var("e")}, "body": {"w": w_body}, "result": "w"}
+    query = {"op": "iterate", "vars": {"e": a}, "body": {"e": w_loop}, "result": "e"}
+    v = rt.submit(lambda: rt.catalog.create_view({"name": "v", "query": query})).result(60)
+    depths = sorted(
+        (op.inner.name.count(".body."), op.inner.dims)
+        for op in _walk(v.ops)
+        if isinstance(op, LoopRegion)
+    )
+    # (how many bodies its plan path enters, its time coordinates): e; w; the table's, the
+    # one over e and the one over w
+    assert depths == [(0, 2), (1, 3), (2, 2), (2, 3), (2, 4)]
