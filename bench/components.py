@@ -1,20 +1,27 @@
-"""Sliding-window connected components: least labels under edge churn.
+"""Sliding-window components: least labels (weak) or the edges inside strong components,
+under edge churn.
 
 The graph is seed 000's sliding window (:mod:`bench.workload`: ``N`` nodes, ``M`` edges,
-update ``k`` removes eid ``k`` and inserts eid ``M + k`` at time ``k + 1``), read as
-undirected. Every node's label is the least node of its component. Closed loop: submit ``B``
-updates (``B`` distinct logical times), wait until the outputs for all of them are final,
-record the batch latency, repeat until ``U`` updates. Engines:
+update ``k`` removes eid ``k`` and inserts eid ``M + k`` at time ``k + 1``). Closed loop:
+submit ``B`` updates (``B`` distinct logical times), wait until the outputs for all of them
+are final, record the batch latency, repeat until ``U`` updates. Two problems (``--kind``):
 
-* ``difflow``: the engine library: ``labels = iterate(join(labels, edges) + nodes, then the
-  least label per node)``, the textbook differential computation (a ``min`` reduce in a loop);
-* ``recompute``: the from-scratch baseline: for every update time, the components by
-  ``scipy.sparse.csgraph.connected_components`` over the current edges, their least nodes,
-  and the labels diffed against the previous answer.
+* ``wcc`` (default): the graph read as undirected; every node's label is the least node of
+  its component. ``difflow``: ``labels = iterate(join(labels, edges) + nodes, then the
+  least label per node)``, the textbook differential computation (a ``min`` reduce in a
+  loop). ``recompute``: ``scipy.sparse.csgraph.connected_components`` over the current
+  edges at every update time, their least nodes, diffed against the previous answer.
+* ``scc``: the graph read as directed; the output is every edge whose ends lie in one
+  strong component (with its multiplicity). ``difflow``: edge trimming with nested loops
+  (an outer loop over the edges; each round labels every node with the least node reaching
+  it, forward and then backward, each an inner loop of a ``min`` reduce, and keeps the
+  edges whose ends share their label). ``recompute``: strong components by scipy at every
+  update time, and the edges inside them diffed against the previous answer.
 
 Usage::
 
     python -m bench.components --nodes 10000 --edges 20000 --updates 2000 --batch 100 --verify
+    python -m bench.components --kind scc --nodes 10000 --edges 20000 --updates 200 --batch 10
     python -m bench.components --nodes 10000 --edges 20000 --updates 2000 --batch 100 \\
         --report "components 10k/20k, batch 100"
 
@@ -37,9 +44,10 @@ from scipy.sparse.csgraph import connected_components
 from bench import report
 from bench.workload import Workload
 
-__all__ = ["least_labels", "main", "run"]
+__all__ = ["least_labels", "main", "run", "strong_edges"]
 
 ENGINES = ("difflow", "recompute")
+KINDS = ("wcc", "scc")
 
 
 def least_labels(nodes: int, edges: np.ndarray) -> np.ndarray:
@@ -52,7 +60,24 @@ def least_labels(nodes: int, edges: np.ndarray) -> np.ndarray:
     return np.asarray(least[comp], dtype=np.int64)
 
 
+def strong_edges(nodes: int, edges: np.ndarray) -> np.ndarray:
+    """Which of the directed ``edges`` ``(m, 2)`` have both ends in one strong component."""
+    ones = np.ones(edges.shape[0], dtype=np.int8)
+    adj = sp.csr_matrix((ones, (edges[:, 0], edges[:, 1])), shape=(nodes, nodes))
+    _, comp = connected_components(adj, directed=True, connection="strong")
+    return np.asarray(comp[edges[:, 0]] == comp[edges[:, 1]])
+
+
+def _edge_counts(edges: np.ndarray, counts: np.ndarray) -> dict[tuple[int, int], int]:
+    out: dict[tuple[int, int], int] = {}
+    for (a, b), c in zip(edges.tolist(), counts.tolist(), strict=True):
+        out[(a, b)] = out.get((a, b), 0) + c
+    return {k: c for k, c in out.items() if c}
+
+
 class _Difflow:
+    directed = False
+
     def __init__(self, w: Workload) -> None:
         from engine import Graph
 
@@ -77,9 +102,10 @@ class _Difflow:
         self.changes = 0
 
     def _send(self, e: np.ndarray, times: np.ndarray | int, diff: int) -> None:
-        both = np.concatenate([e, e[:, ::-1]])  # undirected: each edge both ways
-        t = times if isinstance(times, int) else np.concatenate([times, times])
-        self.edges_in.send_columns([both[:, 0], both[:, 1]], t, diff)
+        if not self.directed:  # each edge both ways
+            e = np.concatenate([e, e[:, ::-1]])
+            times = times if isinstance(times, int) else np.concatenate([times, times])
+        self.edges_in.send_columns([e[:, 0], e[:, 1]], times, diff)
 
     def _until(self, t: int) -> None:
         while True:
@@ -106,16 +132,80 @@ class _Difflow:
         self.edges_in.advance_to(k1 + 1)
         self._until(k1)
 
-    def labels(self) -> np.ndarray:
+    def answer(self) -> np.ndarray:
         """Every node's label, from all outputs so far."""
-        from engine import UpdateBatch, consolidate
-
-        every = UpdateBatch.concat(self.parts, 2, 1)  # summed over all times
-        out = consolidate(UpdateBatch(every.data, np.zeros_like(every.times), every.diffs))
+        out = self.accumulated()
         live = out.diffs > 0
         labels = np.full(self.w.nodes, -1, dtype=np.int64)
         labels[out.data[0, live]] = out.data[1, live]
         return labels
+
+    def accumulated(self) -> Any:
+        """Every output row with its count, summed over all times so far."""
+        from engine import UpdateBatch, consolidate
+
+        every = UpdateBatch.concat(self.parts, 2, 1)
+        return consolidate(UpdateBatch(every.data, np.zeros_like(every.times), every.diffs))
+
+
+class _DifflowStrong(_Difflow):
+    """The edges inside strong components, by edge trimming in nested loops."""
+
+    directed = True
+
+    def __init__(self, w: Workload) -> None:
+        from engine import Graph, col, iterate
+
+        self.w = w
+        self.graph = Graph()
+        self.nodes_in, _ = self.graph.new_input([("node", "int")])  # unread: load() feeds it
+        self.edges_in, edges = self.graph.new_input([("src", "int"), ("dst", "int")])
+
+        def labels(e: Any) -> Any:
+            """Every node of ``e``'s edges with the least node reaching it along them."""
+            start = (
+                e.select(node="src")
+                .concat(e.select(node="dst"))
+                .distinct()
+                .select(node="node", label="node")
+            )
+
+            def body(v: Any) -> Any:
+                step = v["l"].join(
+                    e, on=[("node", "src")], columns={"node": "right.dst", "label": "left.label"}
+                )
+                return {"l": step.concat(start).reduce(["node"], {"label": ("min", "label")})}
+
+            return iterate({"l": start}, body, within=e.scope)["l"]
+
+        def trim(e: Any) -> Any:
+            """The edges of ``e`` whose ends have one label; reversed."""
+            lab = labels(e)
+            a = e.join(
+                lab,
+                on=[("src", "node")],
+                columns={"src": "left.src", "dst": "left.dst", "ls": "right.label"},
+            )
+            b = a.join(
+                lab,
+                on=[("dst", "node")],
+                columns={
+                    "src": "left.src",
+                    "dst": "left.dst",
+                    "ls": "left.ls",
+                    "ld": "right.label",
+                },
+            )
+            return b.filter(col("ls").eq(col("ld"))).select(src="dst", dst="src")
+
+        strong = iterate({"e": edges}, lambda v: {"e": trim(trim(v["e"]))})["e"]
+        self.capture = strong.capture()
+        self.parts: list[Any] = []
+        self.changes = 0
+
+    def answer(self) -> dict[tuple[int, int], int]:
+        out = self.accumulated()
+        return _edge_counts(out.data.T, out.diffs)
 
 
 class _Recompute:
@@ -137,15 +227,64 @@ class _Recompute:
         for k in range(k0, k1):
             self._at(k + 1)
 
-    def labels(self) -> np.ndarray:
+    def answer(self) -> np.ndarray:
         return self.current
 
 
+class _RecomputeStrong:
+    """The edges inside strong components at every time, by eid: what changed is the eids
+    that entered or left that set."""
+
+    def __init__(self, w: Workload) -> None:
+        self.w = w
+        self.inside = np.zeros(0, dtype=np.int64)  # eids of the edges inside, ascending
+        self.rows = np.zeros((0, 2), dtype=np.int64)  # those edges
+        self.changes = 0
+
+    def _at(self, updates: int) -> None:
+        window = self.w.window(updates)
+        mask = strong_edges(self.w.nodes, window)
+        inside = updates + np.flatnonzero(mask)
+        self.changes += int(np.setxor1d(inside, self.inside, assume_unique=True).shape[0])
+        self.inside, self.rows = inside, window[mask]
+
+    def load(self) -> None:
+        self._at(0)
+
+    def apply(self, k0: int, k1: int) -> None:
+        for k in range(k0, k1):
+            self._at(k + 1)
+
+    def answer(self) -> dict[tuple[int, int], int]:
+        return _edge_counts(self.rows, np.ones(self.rows.shape[0], dtype=np.int64))
+
+
+def _engine(engine: str, kind: str, w: Workload) -> Any:
+    if kind == "scc":
+        return _DifflowStrong(w) if engine == "difflow" else _RecomputeStrong(w)
+    return _Difflow(w) if engine == "difflow" else _Recompute(w)
+
+
+def _truth(kind: str, nodes: int, w: Workload, updates: int) -> Any:
+    if kind == "scc":
+        window = w.window(updates)
+        rows = window[strong_edges(nodes, window)]
+        return _edge_counts(rows, np.ones(rows.shape[0], dtype=np.int64))
+    return least_labels(nodes, w.window(updates))
+
+
 def run(
-    engine: str, nodes: int, edges: int, updates: int, batch: int, seed: int, verify: bool
+    engine: str,
+    nodes: int,
+    edges: int,
+    updates: int,
+    batch: int,
+    seed: int,
+    verify: bool,
+    kind: str = "wcc",
 ) -> dict[str, Any]:
     w = Workload(nodes, edges, seed)
-    e: _Difflow | _Recompute = _Difflow(w) if engine == "difflow" else _Recompute(w)
+    e = _engine(engine, kind, w)
     t0 = time.perf_counter()
     e.load()
     load_s = time.perf_counter() - t0
@@ -162,9 +301,11 @@ def run(
     ms = np.asarray(lat) * 1e3
     verified = None
     if verify:
-        verified = bool(np.array_equal(e.labels(), least_labels(nodes, w.window(updates))))
+        got, want = e.answer(), _truth(kind, nodes, w, updates)
+        verified = bool(np.array_equal(got, want)) if kind == "wcc" else got == want
     return {
         "engine": engine,
+        "kind": kind,
         "nodes": nodes,
         "edges": edges,
         "updates": updates,
@@ -203,28 +344,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--updates", type=int, default=2_000)
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kind", choices=KINDS, default="wcc", help="weak labels or strong edges")
     p.add_argument("--engine", choices=ENGINES, default="difflow")
-    p.add_argument("--verify", action="store_true", help="check the final labels")
+    p.add_argument("--verify", action="store_true", help="check the final answer")
     p.add_argument("--report", metavar="SECTION", help="run both engines, write BENCHMARKS.md")
     a = p.parse_args(argv)
     if a.nodes < 1 or a.edges < 1 or a.updates < 1 or a.batch < 1:
         p.error("--nodes, --edges, --updates and --batch must be positive")
     args = (a.nodes, a.edges, a.updates, a.batch, a.seed)
     if not a.report:
-        result = run(a.engine, *args, verify=a.verify)
+        result = run(a.engine, *args, verify=a.verify, kind=a.kind)
         print(json.dumps(result))
         return 0 if result["verified"] is not False else 1
-    results = {name: run(name, *args, verify=True) for name in ENGINES}
+    results = {name: run(name, *args, verify=True, kind=a.kind) for name in ENGINES}
     ours, base = results["difflow"], results["recompute"]
-    text = (
-        "Connected components under seed 000's sliding window of edges, read as undirected "
-        f"({a.nodes:,} nodes, {a.edges:,} edges, seed {a.seed}; {a.updates:,} updates in "
-        f"batches of {a.batch:,} distinct times, closed loop): every node labelled with the "
-        "least node of its component, as an iterate of join, concat and a `min` reduce. "
-        "Baseline: scipy's `connected_components` over the whole graph at every time, diffed "
-        f"against the previous labels. Final labels verified against it: "
-        f"difflow {'yes' if ours['verified'] else 'no'}."
+    window = (
+        f"{a.nodes:,} nodes, {a.edges:,} edges, seed {a.seed}; {a.updates:,} updates in "
+        f"batches of {a.batch:,} distinct times, closed loop"
     )
+    if a.kind == "scc":
+        text = (
+            f"Strong components under seed 000's sliding window of directed edges ({window}): "
+            "every edge whose ends lie in one strong component, by edge trimming in nested "
+            "iterates (an outer loop over the edges; in each round, every node labelled with "
+            "the least node reaching it, forward and then backward, each an inner loop of "
+            "join, concat and a `min` reduce, and the edges whose ends differ dropped). "
+            "Baseline: scipy's strong `connected_components` over the whole graph at every "
+            "time, the edges inside diffed against the previous answer. Final edges verified "
+            f"against it: difflow {'yes' if ours['verified'] else 'no'}."
+        )
+    else:
+        text = (
+            f"Connected components under seed 000's sliding window of edges, read as "
+            f"undirected ({window}): every node labelled with the least node of its "
+            "component, as an iterate of join, concat and a `min` reduce. Baseline: scipy's "
+            "`connected_components` over the whole graph at every time, diffed against the "
+            "previous labels. Final labels verified against it: "
+            f"difflow {'yes' if ours['verified'] else 'no'}."
+        )
     body = report.render_section(
         a.report,
         report.render_table(_rows(ours, base)),
