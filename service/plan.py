@@ -139,6 +139,9 @@ class _Env:
         default_factory=dict
     )
     digests: dict[int, tuple[str, frozenset[str]]] = field(default_factory=dict)  # _digest
+    # loops a subplan is built in however few it reads: those around the body of a loop
+    # with ``max_iterations`` 0, which never runs, so that nothing in it runs outside
+    floor: int = 0
 
     def depth(self, free: frozenset[str]) -> int:
         """How many of the loops around a subplan it depends on: the depth of the innermost
@@ -238,7 +241,7 @@ def _compile(plan: Any, env: _Env, path: str) -> Collection:
     # a subplan is built in the innermost loop whose vars it reads, outside the loops within
     # that (it is the same collection in each of them, entered; an iterate it holds nests
     # there, with fewer time coordinates), and once there
-    depth = env.depth(free)
+    depth = max(env.depth(free), env.floor)
     key = (digest, tuple(id(v) for v in env.vars[:depth]))
     hit = env.compiled.get(key)
     if hit is not None:
@@ -516,6 +519,9 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
 
     def body_fn(v: Mapping[str, Collection]) -> dict[str, Collection]:
         env.vars.append(dict(v))
+        floor = env.floor
+        if cap == 0:
+            env.floor = len(env.vars)
         try:
             out = {}
             for name in vars_:
@@ -531,6 +537,7 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
             return out
         finally:
             env.vars.pop()
+            env.floor = floor
 
     within = next(iter(env.vars[-1].values())).scope if env.in_loop else None
     try:

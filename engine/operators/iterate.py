@@ -12,6 +12,9 @@ order, under the round frontier of ``engine.progress``. The next round is the le
 iteration at which a feedback edge holds updates or an inner operator holds work at a time
 whose outer part is complete; when there is none the region is done for this parent run.
 ``max_iterations`` drops feedback beyond that iteration: ``v`` stops at ``v(max_iterations)``.
+A loop nested in the body is not run at iterations from ``max_iterations`` on (what it would
+give there is only fed back beyond the cap), so one that would not converge on the value at
+the cap is no error.
 """
 
 from __future__ import annotations
@@ -201,9 +204,22 @@ class LoopRegion(Operator):
                 best = r
         return None if best < 0 else best
 
+    def _past_cap(self) -> bool:
+        """Whether the loop this one is nested in is at or past its ``max_iterations``: what
+        this one computes there reaches only iterations that loop drops."""
+        scope = self.scope
+        if not isinstance(scope, LoopScope) or scope.region is None:
+            return False
+        cap = scope.region.max_iterations
+        return cap is not None and scope.round >= cap
+
     def run(self) -> None:
         frontier = self.input_frontier()
         self.frontier = frontier
+        if self._past_cap():  # not computed: a body that would not converge there is no error
+            self.results = {v.name: None for v in self.variables}
+            self.output = None
+            return
         inner = self.inner
         inner.rest = self._rest()
         outputs: dict[str, list[UpdateBatch]] = {v.name: [] for v in self.variables}

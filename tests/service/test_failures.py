@@ -49,6 +49,52 @@ COUNT_UP = {  # n, n+1, ... up to the bound in table lim
 }
 
 
+def _swapping(source: dict) -> dict:
+    """A loop that never settles: it swaps x and y of ``source``'s rows, round after round."""
+    body = {"op": "select", "input": {"op": "var", "name": "v"}, "columns": {"x": "y", "y": "x"}}
+    return {"op": "iterate", "vars": {"v": source}, "body": {"v": body}, "result": "v"}
+
+
+def test_a_capped_loop_never_runs_a_loop_in_its_body_past_the_cap(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """API.md: vars are replaced "until nothing changes (or after max_iterations
+    replacements)": the body is not computed on the value at the cap, so a loop in it that
+    would not converge there is no error (audit 69), whether it reads the capped var or
+    only a table."""
+    e = {"op": "table", "name": "e"}
+    o = {"op": "var", "name": "o"}
+
+    def capped(body: dict, cap: int) -> dict:
+        return {"op": "iterate", "vars": {"o": e}, "body": {"o": body}, "result": "o",
+                "max_iterations": cap}  # fmt: skip
+
+    negative = {"op": "filter", "input": o, "where": {"fn": "lt", "args": ["x", 0]}}
+    shifted = {"op": "select", "input": o, "columns": {"x": {"fn": "sub", "args": ["x", 10]},
+                                                      "y": "y"}}  # fmt: skip
+    # o1 = o0 - 10 in x (no negative x in o0, so no swapping); o1 has negative x, and the
+    # swapping loop over them would never settle: it is computed on o1 only, past the cap
+    after_one = {"op": "concat", "inputs": [negative, _swapping(negative), shifted]}
+    with running_server(tmp_path, iterate_round_limit=40) as s, s.client() as c:
+        make_table(c, "e", [("x", "int"), ("y", "int")])
+        write(c, "e", {"updates": [{"insert": {"x": 1, "y": 2}}]})
+        for name, plan, want in [
+            ("over_o", capped(_swapping(o), 0), (1, 2)),
+            ("over_e", capped(_swapping(e), 0), (1, 2)),
+            ("after_one", capped(after_one, 1), (-9, 2)),
+        ]:
+            assert c.post("/v1/views", json={"name": name, "query": plan}).status_code == 201
+            assert row_counts(c, name) == {(("x", want[0]), ("y", want[1])): 1}, name
+        # a write the capped loops take in: still no error, and the new row
+        write(c, "e", {"updates": [{"insert": {"x": 5, "y": 6}}]})
+        assert row_counts(c, "over_e") == {(("x", 1), ("y", 2)): 1, (("x", 5), ("y", 6)): 1}
+        assert row_counts(c, "after_one") == {(("x", -9), ("y", 2)): 1, (("x", -5), ("y", 6)): 1}
+        # uncapped, or capped one round later, the swapping does not converge
+        for plan in (capped(_swapping(o), 1), capped(after_one, 2)):
+            err = assert_error(
+                c.post("/v1/views", json={"name": "x", "query": plan}), 422, "no_fixed_point"
+            )
+            assert "ran 40 rounds" in err["message"], err
+
+
 def test_divergence_is_contained(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with running_server(tmp_path, iterate_round_limit=40) as s, s.client() as c:
         make_table(c, "lim", [("id", "int"), ("max", "int")], primary_key=["id"])
