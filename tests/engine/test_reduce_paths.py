@@ -46,6 +46,31 @@ def _mobius_links(g: Grid) -> set:
     return out
 
 
+def _line_paths_agree(
+    nkeys: int,
+    new_owner: np.ndarray,
+    new_times: np.ndarray,
+    hist_owner: np.ndarray,
+    hist_times: np.ndarray,
+    frontier: Antichain,
+) -> Grid:
+    """The compiled and numpy line paths give the same candidates and links, and the
+    general grid's pending times; the general grid keeps only joins of the key's times, the
+    line every first coordinate at the round (more candidates, the same differences).
+    Returns the numpy line's grid."""
+    args = (nkeys, new_owner, new_times, hist_owner, hist_times, frontier)
+    general = candidate_grid(*args)
+    line = candidate_line(*args)
+    compiled = compiled_line(*args)
+    assert line is not None and compiled is not None
+    assert _points(compiled) == _points(line)
+    assert _mobius_links(compiled) == _mobius_links(line)
+    for g in (line, compiled):
+        assert _pending(g) == _pending(general)
+    assert _points(general) <= _points(line)
+    return line
+
+
 shape = st.fixed_dictionaries(
     {
         "nkeys": st.integers(1, 4),
@@ -80,18 +105,7 @@ def test_line_paths_equal_the_general_grid(case: dict) -> None:
             [[t for _, t, _ in hist], [i for _, _, i in hist]], dtype=np.int64
         ).reshape(2, -1)
         frontier = round_frontier(Antichain([(case["f"],)]), r)
-    args = (nkeys, new_owner, new_times, hist_owner, hist_times, frontier)
-    general = candidate_grid(*args)
-    line = candidate_line(*args)
-    compiled = compiled_line(*args)
-    assert line is not None and compiled is not None
-    assert _points(compiled) == _points(line)
-    assert _mobius_links(compiled) == _mobius_links(line)
-    for g in (line, compiled):
-        assert _pending(g) == _pending(general)
-    # the general grid keeps only joins of the key's times; the line keeps every first
-    # coordinate at the round (more candidates, the same differences)
-    assert _points(general) <= _points(line)
+    _line_paths_agree(nkeys, new_owner, new_times, hist_owner, hist_times, frontier)
 
 
 @given(
@@ -138,16 +152,7 @@ def test_the_line_path_of_a_nested_loop_round_equals_the_general_grid(case: dict
     new_owner = np.searchsorted(keys, new_owner)
     keep = np.isin(hist_owner, keys)
     hist_owner, hist_times = np.searchsorted(keys, hist_owner[keep]), hist_times[:, keep]
-    args = (keys.shape[0], new_owner, new_times, hist_owner, hist_times, frontier)
-    general = candidate_grid(*args)
-    line = candidate_line(*args)
-    compiled = compiled_line(*args)
-    assert line is not None and compiled is not None
-    assert _points(compiled) == _points(line)
-    assert _mobius_links(compiled) == _mobius_links(line)
-    for g in (line, compiled):
-        assert _pending(g) == _pending(general)
-    assert _points(general) <= _points(line)
+    line = _line_paths_agree(keys.shape[0], new_owner, new_times, hist_owner, hist_times, frontier)
     assert {s for _, _, s in _mobius_links(line)} <= {-1}
     for (o, t0, *tail), (o2, t1, *tail2), _ in _mobius_links(line):
         assert o == o2 and tail == tail2 == rounds and t0 < t1
