@@ -227,7 +227,7 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
     loop = asyncio.get_running_loop()
     try:
         snapshot, progress = _flag(ws, "snapshot"), _flag(ws, "progress")
-        sub = await rt.read(lambda: rt.subscribe(name, snapshot, progress, loop))
+        sub = await rt.read(lambda: rt.subscribe(name, snapshot, progress, loop), ("view", name))
     except ServiceError as exc:
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # peer gone
             await ws.send_text(orjson.dumps(_error_frame(None, exc)).decode())

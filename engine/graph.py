@@ -52,20 +52,29 @@ class Graph:
         op = InputOp(self.scope, schema, dims, name)
         return InputHandle(op), Collection(op)
 
-    def step(self) -> None:
+    def step(self, pause: Callable[[], None] | None = None) -> None:
         """Run every operator once: afterwards all outputs are final up to their frontiers.
 
         An operator that raises does not stop the others (dataflows are independent); after
-        the step a :class:`StepError` names every failed operator."""
+        the step a :class:`StepError` names every failed operator. ``pause()`` is called
+        between operators and at the start of every loop's rounds: the caller may do other
+        work there, reading what the step leaves unchanged (it must not step this graph or
+        change its operators)."""
         failures: list[tuple[Operator, BaseException]] = []
-        for op in list(self.scope.operators):
-            op.output = None
-            try:
-                op.run()
-                op.compact()  # its traces may forget what its frontier now calls done
-            except Exception as exc:
+        self.scope.pause = pause
+        try:
+            for op in list(self.scope.operators):
+                if pause is not None:
+                    pause()
                 op.output = None
-                failures.append((op, exc))
+                try:
+                    op.run()
+                    op.compact()  # its traces may forget what its frontier now calls done
+                except Exception as exc:
+                    op.output = None
+                    failures.append((op, exc))
+        finally:
+            self.scope.pause = None
         self.steps += 1
         _forget_outputs(self.scope)
         if failures:

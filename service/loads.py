@@ -427,7 +427,7 @@ class LoadManager:
             # shown while it is stepped: a minute and more for millions of rows into a
             # chain of views, which looked like reading the source until done (audit 65)
             job.write, job.updates = cmd.token, len(cmd.staged.batch)
-            runtime.step()
+            runtime.step(job.table)
         return cmd
 
 

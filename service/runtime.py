@@ -54,11 +54,16 @@ T = TypeVar("T")
 
 
 class _Control:
-    __slots__ = ("_claimed", "fn", "future", "reads")
+    __slots__ = ("_claimed", "fn", "future", "reads", "subject")
 
-    def __init__(self, fn: Callable[[], Any], reads: bool = False) -> None:
+    def __init__(
+        self, fn: Callable[[], Any], reads: bool = False, subject: tuple[str, str] | None = None
+    ) -> None:
         self.fn = fn
         self.reads = reads  # it only reads: it may run between a registration's rounds
+        # what a read reads alone, ``("table" | "view", name)``: it may run during a write
+        # step that does not change it (``Runtime._pause``)
+        self.subject = subject
         self.future: Future = Future()
         self._claimed = threading.Lock()
 
@@ -97,6 +102,10 @@ class Runtime:
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
         self._accepted_early: list[WriteCommand] = []  # between a registration's rounds
+        # the queued reads of one table or view, in order (a dict as an ordered set)
+        self._lone_reads: dict[_Control, None] = {}
+        # during a write step: the tables it writes and the views that read them
+        self._changing: set[str] = set()
         self._waits: set[asyncio.Future] = set()  # requests awaiting the engine (event loop)
         # view registrations queued or running, by name: their stop events and commands
         self._registering: dict[str, list[tuple[threading.Event, _Control]]] = {}
@@ -207,20 +216,24 @@ class Runtime:
         return running
 
     # -- submission (any thread) ------------------------------------------------------------
-    def submit(self, fn: Callable[[], T], reads: bool = False) -> Future:
-        cmd = _Control(fn, reads)
+    def submit(
+        self, fn: Callable[[], T], reads: bool = False, subject: tuple[str, str] | None = None
+    ) -> Future:
+        cmd = _Control(fn, reads, subject)
         self._enqueue(cmd)
         return cmd.future
 
     async def call(self, fn: Callable[[], T]) -> T:
         return await self.settled(self.submit(fn))
 
-    async def read(self, fn: Callable[[], T]) -> T:
+    async def read(self, fn: Callable[[], T], subject: tuple[str, str] | None = None) -> T:
         """:meth:`call` for ``fn`` that only reads the catalog and the views' contents (or
         subscribes to a view: that changes who hears of it, not what the engine holds): it
         may also run between the rounds of a view's registration, seeing the view as not
-        yet created and nothing queued as begun, so that reads do not wait for a long one."""
-        return await self.settled(self.submit(fn, reads=True))
+        yet created and nothing queued as begun, so that reads do not wait for a long one.
+        A read of one ``subject``, ``("table" | "view", name)``, may also run during a write
+        step that cannot change it (:meth:`_pause`)."""
+        return await self.settled(self.submit(fn, reads=True, subject=subject))
 
     async def settled(self, future: Future, write: WriteCommand | None = None) -> Any:
         """(event loop) ``future``'s result, or 503 ``shutting_down`` when the server stops
@@ -254,6 +267,8 @@ class Runtime:
                     code="shutting_down",
                 )
             self._queue.append(item)
+            if isinstance(item, _Control) and item.subject is not None:
+                self._lone_reads[item] = None
             self._cv.notify()
 
     def table_shape(self, name: str) -> TableShape:
@@ -272,8 +287,11 @@ class Runtime:
             if self._stopping:
                 items = list(self._queue)
                 self._queue.clear()
-            elif isinstance(self._queue[0], _Control):
-                return [self._queue.popleft()]
+                self._lone_reads.clear()
+            elif isinstance(head := self._queue[0], _Control):
+                self._queue.popleft()
+                self._lone_reads.pop(head, None)
+                return [head]
             else:
                 writes: list[WriteCommand | _Control] = []
                 while self._queue and isinstance(self._queue[0], WriteCommand):
@@ -302,6 +320,9 @@ class Runtime:
                 return
             self._queue.clear()
             self._queue.extend(rest)
+            for item in taken:
+                if isinstance(item, _Control):
+                    self._lone_reads.pop(item, None)
         for item in taken:
             if isinstance(item, WriteCommand):
                 if self._accept_guarded(item):
@@ -309,6 +330,31 @@ class Runtime:
             else:
                 with self.catalog.hiding(registering):
                     self._control(item)
+
+    def _pause(self) -> None:
+        """(engine thread, during a write step: ``Graph.step``'s ``pause``) Run the queued
+        reads of a table the step does not write, or of a view that reads none of the
+        tables it writes, ahead of what is queued before them, as of before the step: the
+        step leaves them as they are (a view over a server-timed table, whose clock the
+        step moves, shows its frontier of before it). A read of a table written or a view
+        that reads one waits for the step, as before: a write answered stays seen, and
+        such a read still comes after every write sent before it."""
+        if not self._lone_reads:  # the common case, checked without the lock
+            return
+        changing = self._changing
+        with self._cv:
+            if self._stopping:
+                return
+            taken = [
+                cmd
+                for cmd in self._lone_reads
+                if cmd.subject is not None and cmd.subject[1] not in changing
+            ]
+            for cmd in taken:
+                del self._lone_reads[cmd]
+                self._queue.remove(cmd)
+        for cmd in taken:
+            self._control(cmd)
 
     def _refuse(self, items: list[WriteCommand | _Control]) -> None:
         """Answer work the engine will not do, the server stopping: none of it is applied."""
@@ -405,9 +451,11 @@ class Runtime:
         cmd.accepted.set_result(None)
         return True
 
-    def step(self) -> None:
-        """Run one step now (engine thread): used after catalog changes to hydrate views."""
-        self._step([])
+    def step(self, written: str | None = None) -> None:
+        """Run one step now (engine thread): after catalog changes, to hydrate views; after
+        a write to table ``written`` accepted outside the loop (a load's), with the reads it
+        cannot change answered during it."""
+        self._step([], () if written is None else (written,))
 
     def drop_view(self, name: str, rejected: bool = False) -> None:
         """Drop a view (engine thread). Writes still pending no longer wait on it or list it
@@ -444,15 +492,19 @@ class Runtime:
                 if start.beyond(times.reshape(-1, start.dims).T).all():
                     w.affected.append(view.name)
 
-    def _step(self, writes: list[WriteCommand]) -> None:
+    def _step(self, writes: list[WriteCommand], written: tuple[str, ...] = ()) -> None:
         for t in self.catalog.tables.values():
             if t.shape.timing == "server":
                 target = Antichain([(self.catalog.clock,)])
                 if t.frontier != target:
                     t.handle.advance_to(target)
+        written += tuple(w.table for w in writes if w.state is WriteState.ACCEPTED)
+        self._changing = {v for t in set(written) for v in self.catalog.affected_views(t)}
+        self._changing.update(written)
         started = time.perf_counter()
         try:
-            self.graph.step()
+            # a registration's step (no writes) answers reads between its own rounds only
+            self.graph.step(self._pause if writes or written else None)
         except StepError as exc:
             failed = self.catalog.fail_operators(exc.failures)
             for name, reason in failed.items():

@@ -65,7 +65,7 @@ async def list_tables(rt: RuntimeDep) -> JSONResponse:
     "/tables/{name}", response_model=None, responses={200: {"model": TablePublic}, **ERRORS}
 )
 async def get_table(name: str, rt: RuntimeDep) -> JSONResponse:
-    return JSONResponse(await rt.read(lambda: rt.catalog.table(name).describe()))
+    return JSONResponse(await rt.read(lambda: rt.catalog.table(name).describe(), ("table", name)))
 
 
 @router.delete("/tables/{name}", status_code=204, response_class=Response, responses=ERRORS)

@@ -104,7 +104,9 @@ async def list_views(rt: RuntimeDep) -> JSONResponse:
 
 @router.get("/views/{name}", response_model=None, responses={200: {"model": ViewPublic}, **ERRORS})
 async def get_view(name: str, rt: RuntimeDep) -> JSONResponse:
-    return JSONResponse(await rt.read(lambda: rt.catalog.describe_view(rt.catalog.view(name))))
+    return JSONResponse(
+        await rt.read(lambda: rt.catalog.describe_view(rt.catalog.view(name)), ("view", name))
+    )
 
 
 @router.delete("/views/{name}", status_code=204, response_class=Response, responses=ERRORS)
@@ -145,5 +147,5 @@ async def read_time(
 async def rows(
     name: str, rt: RuntimeDep, as_of: Annotated[str | None, Depends(read_time)]
 ) -> Response:
-    encoded = await rt.read(lambda: rt.catalog.rows(rt.catalog.view(name), as_of))
+    encoded = await rt.read(lambda: rt.catalog.rows(rt.catalog.view(name), as_of), ("view", name))
     return Response(await asyncio.to_thread(encoded), media_type="application/json")

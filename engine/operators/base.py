@@ -54,6 +54,9 @@ class Scope:
         # operator, where something outside the dataflow already keeps it (a service's
         # shared arrangement of a table the view reads), or None
         self.provide: Callable[[BuiltKey], Operator | None] | None = None
+        # the root scope during ``Graph.step(pause)``: called between operators and at the
+        # start of every loop round
+        self.pause: Callable[[], None] | None = None
 
     @property
     def root(self) -> Scope:

@@ -172,6 +172,7 @@ class LoopRegion(Operator):
             op for op in inner.operators if type(op).pending_times is not Operator.pending_times
         ]
         self.hook: Callable[[], bool] | None = None  # see between_rounds
+        self.root = parent.root  # its ``pause`` during a step (``Graph.step``)
 
     def between_rounds(self, hook: Callable[[], bool] | None) -> None:
         """This loop and the loops nested in it call ``hook()`` (from the thread stepping the
@@ -230,6 +231,8 @@ class LoopRegion(Operator):
         while r is not None:
             if self.hook is not None and self.hook():
                 raise IterationStopped(f"iterate stopped at round {rounds}: it was cancelled")
+            if self.root.pause is not None:
+                self.root.pause()
             inner.round = r
             inner.frontier = round_frontiers.at(r)
             for op in inner.operators:

@@ -1,6 +1,7 @@
 """``Graph.between_rounds``: loops call their hook at each round and stop once it answers
 true (an event set from any thread, say), nested loops included; loops of other dataflows,
-and loops whose hook was taken back, run as before."""
+and loops whose hook was taken back, run as before. ``Graph.step(pause)`` calls ``pause``
+between operators and at every round of every loop, for that step only."""
 
 from __future__ import annotations
 
@@ -107,3 +108,32 @@ def test_the_hook_runs_at_every_round_of_nested_loops_and_may_do_work_there() ->
         g.step()
     assert len(_stopped(exc)) == 1
     assert len(calls) == 50  # the outer loop's first round, then the inner loop's rounds
+
+
+def test_a_step_pauses_between_operators_and_at_every_round_of_every_loop() -> None:
+    g = Graph()
+    up_in, xs = g.new_input([("x", "int")], name="up")
+
+    def up(v):  # type: ignore[no-untyped-def]  # 5 rounds up, inside 3 rounds up
+        return iterate({"x": v["x"]}, lambda w: {"x": w["x"].select(x=col("x") + 1)}, 5)
+
+    ups = iterate({"x": xs}, lambda v: up(v), 3)["x"].capture()
+    edges_in, out = _reach(g)
+    ops = len(g.scope.operators)
+    calls, rounds = [], []
+    g.between_rounds(g.scope.operators, lambda: rounds.append(1) is None and False)
+    up_in.send_rows([(0,)], time=0)
+    up_in.advance_to(1)
+    edges_in.send_rows([(0, 1), (1, 2), (2, 3)], time=0)
+    edges_in.advance_to(1)
+    g.step(lambda: calls.append(1))
+    assert ups.drain().data[0].tolist() == [15]  # the same answers
+    assert sorted(out.drain().data[0].tolist()) == [0, 1, 2, 3]
+    assert len(rounds) > 4 + 3 * 5 + 4  # the outer loop's, the inner loop's, reachability's
+    assert len(calls) == ops + len(rounds)
+    paused = len(calls)
+    edges_in.send_rows([(3, 4)], time=1)
+    edges_in.advance_to(2)
+    g.step()  # no pause given: none called, though the loop ran rounds
+    assert len(calls) == paused and len(rounds) > paused - ops
+    assert out.drain().data[0].tolist() == [4]

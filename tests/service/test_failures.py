@@ -456,3 +456,55 @@ def test_a_plan_reading_a_failed_view_is_refused(tmp_path) -> None:  # type: ign
         assert c.get("/v1/tables/r").json()["readers"] == ["span"]
         body = write(c, "r", {"updates": [{"insert": {"b": 1}}]}, wait="true")
         assert body["status"] == "done" and body["outputs"] == {}
+
+
+def _pending_writes(c: httpx.Client) -> float:
+    text = c.get("/metrics").text  # answered without the engine
+    line = next(x for x in text.splitlines() if x.startswith("difflow_pending_writes "))
+    return float(line.split()[1])
+
+
+def test_reads_a_long_write_cannot_change_are_answered_during_its_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A write's step runs the rounds of the loops it reaches. Between them, reads of
+    another table, and of a view that reads none of the tables written, are answered as of
+    before the step (audit 70: they waited for all of it); a read of the table written or
+    of a view that reads it waits for the step, and sees the write."""
+    rounds = 200_000  # seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path) as s,
+        s.client() as c,
+        s.client(timeout=600) as writer,
+        s.client(timeout=600) as late,
+        s.client(timeout=600) as later,
+        concurrent.futures.ThreadPoolExecutor(3) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        make_table(c, "other", [("x", "int")])
+        write(c, "other", {"updates": [{"insert": {"x": 5}}]})
+        make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
+        make_view(c, "plain", {"op": "table", "name": "other"})
+        make_view(c, "mirror", {"op": "table", "name": "start"})
+        long = pool.submit(
+            writer.post, "/v1/tables/start/updates", json={"updates": [{"insert": {"x": 0}}]}
+        )
+        _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+        assert row_counts(c, "plain") == {(("x", 5),): 1}
+        assert c.get("/v1/views/plain").json()["rows"] == 1
+        assert c.get("/v1/tables/other").json()["rows"] == 1
+        with connect(f"{s.ws_url}/v1/views/plain/subscribe") as ws:
+            snap = json.loads(ws.recv(timeout=60))
+        assert snap["type"] == "snapshot" and snap["updates"] == [{"data": {"x": 5}, "diff": 1}]
+        assert_error(c.get("/v1/views/nothing/rows"), 404, "not_found")
+        mirrored = pool.submit(late.get, "/v1/views/mirror/rows")
+        table = pool.submit(later.get, "/v1/tables/start")
+        _wait_for_queue(c, 2)  # the reads of what the write changes wait
+        assert not long.done()
+        body = long.result(timeout=600).json()
+        t = body["times"][0]
+        assert body["outputs"] == {
+            "shift": [{"data": {"x": rounds}, "time": t, "diff": 1}],
+            "mirror": [{"data": {"x": 0}, "time": t, "diff": 1}],
+        }
+        read = mirrored.result(timeout=600).json()
+        assert read["time"] == t and read["rows"] == [{"data": {"x": 0}, "count": 1}]
+        assert table.result(timeout=600).json()["frontier"] == [t + 1]
