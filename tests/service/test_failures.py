@@ -508,3 +508,50 @@ def test_reads_a_long_write_cannot_change_are_answered_during_its_step(tmp_path)
         read = mirrored.result(timeout=600).json()
         assert read["time"] == t and read["rows"] == [{"data": {"x": 0}, "count": 1}]
         assert table.result(timeout=600).json()["frontier"] == [t + 1]
+
+
+def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A write can start a loop that does not end (or not soon). A DELETE of its view waits
+    for the step, and meanwhile stops the view's loops at their next round: the step ends,
+    the write's answer lists the view as failed (cancelled), and the view is gone. A view
+    that another view reads is not stopped (its DELETE is a 409, once the step is over)."""
+    with (
+        running_server(tmp_path, iterate_round_limit=10**10) as s,
+        s.client() as c,
+        s.client(timeout=600) as writer,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        make_view(c, "shift", SHIFT)  # no rows yet: no rounds
+        make_view(c, "mirror", {"op": "table", "name": "start"})
+        long = pool.submit(
+            writer.post, "/v1/tables/start/updates", json={"updates": [{"insert": {"x": 0}}]}
+        )
+        _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+        assert c.delete("/v1/views/shift").status_code == 204
+        body = long.result(timeout=60).json()
+        assert body["status"] == "done" and list(body["failed_views"]) == ["shift"]
+        assert "cancelled" in body["failed_views"]["shift"]
+        assert body["outputs"] == {
+            "mirror": [{"data": {"x": 0}, "time": body["times"][0], "diff": 1}]
+        }
+        assert_error(c.get("/v1/views/shift"), 404)
+        assert c.get("/v1/tables/start").json()["readers"] == ["mirror"]
+        # read by another view: not stopped; its DELETE answers 409 once the step is over
+        rounds = 100_000  # a few seconds of rounds (about 50 us each)
+        make_table(c, "second", [("x", "int")])
+        from_second = {**SHIFT, "vars": {"x": {"op": "table", "name": "second"}}}
+        make_view(c, "shift", {**from_second, "max_iterations": rounds})
+        make_view(c, "above", {"op": "view", "name": "shift"})
+        long = pool.submit(
+            writer.post, "/v1/tables/second/updates", json={"updates": [{"insert": {"x": 2}}]}
+        )
+        _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+        assert_error(c.delete("/v1/views/shift"), 409, "in_use")
+        body = long.result(timeout=60).json()
+        t = body["times"][0]
+        assert body["status"] == "done" and "failed_views" not in body
+        assert body["outputs"] == {
+            "shift": [{"data": {"x": 2 + rounds}, "time": t, "diff": 1}],
+            "above": [{"data": {"x": 2 + rounds}, "time": t, "diff": 1}],
+        }
