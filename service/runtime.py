@@ -657,7 +657,10 @@ class Runtime:
         a 270k-row snapshot held every write for 0.7 s, four at once for 3 s (audit 58)."""
         v = self.catalog.view(view)
         self.catalog.check_live(v)
-        sub = Subscriber(view, progress, self.settings.subscriber_buffer, loop)
+        settings = self.settings
+        sub = Subscriber(
+            view, progress, settings.subscriber_buffer, loop, settings.subscriber_buffer_mb
+        )
         if snapshot:
             sub.hold(self._snapshot(v))
         if progress:

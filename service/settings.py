@@ -26,6 +26,7 @@ class Settings:
     max_body_mb: int = 64
     max_batch: int = 1_000_000
     subscriber_buffer: int = 10_000
+    subscriber_buffer_mb: int = 256  # ... and the bytes of those frames
     heartbeat_s: float = 10.0
     snapshot_frame_rows: int = 1_000  # rows per snapshot frame
     completions_kept: int = 100_000  # finished write tokens remembered for GET /v1/completions
@@ -78,6 +79,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "max_body_mb": (1, _NO_MOST),
     "max_batch": (1, _NO_MOST),
     "subscriber_buffer": (1, _NO_MOST),
+    "subscriber_buffer_mb": (1, _NO_MOST),
     "heartbeat_s": (0.001, _NO_MOST),
     "snapshot_frame_rows": (1, _NO_MOST),
     "completions_kept": (1, _NO_MOST),

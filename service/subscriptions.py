@@ -93,14 +93,24 @@ class SubscriberState(Enum):
 
 class Subscriber:
     def __init__(
-        self, view: str, progress: bool, limit: int, loop: asyncio.AbstractEventLoop
+        self,
+        view: str,
+        progress: bool,
+        limit: int,
+        loop: asyncio.AbstractEventLoop,
+        limit_mb: int = 256,
     ) -> None:
         self.view = view
         self.progress = progress
-        self.limit = limit
+        self.limit = limit  # frames unsent from earlier steps (--subscriber-buffer)
+        self.limit_bytes = limit_mb * 1024 * 1024  # their bytes (DIFFLOW_SUBSCRIBER_BUFFER_MB)
         self.loop = loop
         self.state = SubscriberState.OPEN
         self._frames: deque[bytes] = deque()
+        # the bytes queued before each of ``_frames`` (ever, counted from the first), and
+        # after all of them
+        self._before: deque[int] = deque()
+        self._bytes = 0
         self._lock = threading.Lock()
         self._next_seq = 0
         self._sent_seq = -1
@@ -126,10 +136,19 @@ class Subscriber:
                 return False
             # unsent from earlier steps, its snapshot aside: a reader of a 1M-row view's
             # 1,000 frames was closed as too slow under writes (audit 62)
-            if self._step_seq - max(self._sent_seq + 1, self._first_end) >= self.limit:
+            start = max(self._sent_seq + 1, self._first_end)
+            if self._step_seq - start >= self.limit:
                 self._close_locked(
                     f"subscriber too slow: more than {self.limit} frames unsent "
                     "(--subscriber-buffer)"
+                )
+                return False
+            # frames are up to 1 MB each: a bound in frames alone let one stalled peer
+            # hold gigabytes
+            if self._unsent_bytes(start, self._step_seq) > self.limit_bytes:
+                self._close_locked(
+                    f"subscriber too slow: more than {self.limit_bytes // (1024 * 1024)} MB "
+                    "unsent (DIFFLOW_SUBSCRIBER_BUFFER_MB)"
                 )
                 return False
             self._append_locked(kind, body)
@@ -192,10 +211,20 @@ class Subscriber:
     def _close_locked(self, reason: str, keep_unsent: bool = False) -> None:
         if not keep_unsent:
             self._frames.clear()
+            self._before.clear()
             self._held = None
             self._next_seq = self._sent_seq + 1
         self._append_locked("closed", orjson.dumps({"reason": reason}))
         self.state = SubscriberState.CLOSING
+
+    def _unsent_bytes(self, start: int, end: int) -> int:
+        """The bytes of the queued frames numbered ``start`` up to ``end`` (not included;
+        both at least the first one unsent)."""
+        if end <= start:
+            return 0
+        first = self._sent_seq + 1
+        stop = self._before[end - first] if end - first < len(self._before) else self._bytes
+        return stop - self._before[start - first]
 
     def _append_locked(self, kind: str, body: bytes) -> None:
         """The frame ``{"type": kind, "seq": next, **body}``, or held until the snapshot is
@@ -205,7 +234,10 @@ class Subscriber:
             return
         head = b'{"type":"%s","seq":%d' % (kind.encode(), self._next_seq)
         self._next_seq += 1
-        self._frames.append(head + (b"," + body[1:] if len(body) > 2 else b"}"))
+        frame = head + (b"," + body[1:] if len(body) > 2 else b"}")
+        self._frames.append(frame)
+        self._before.append(self._bytes)
+        self._bytes += len(frame)
 
     def _notify(self) -> None:
         with contextlib.suppress(RuntimeError):  # the event loop is gone (shutting down)
@@ -226,6 +258,7 @@ class Subscriber:
             if not self._frames:
                 return None
             frame = self._frames.popleft()
+            self._before.popleft()
             self._sent_seq += 1
             return frame
 

@@ -1,10 +1,13 @@
-"""Frame sizes of subscriptions (``service.subscriptions.encoded_parts``), without a server."""
+"""Frames of subscriptions without a server: their sizes (``encoded_parts``), and the bound
+on the bytes a subscriber may leave unsent (``Subscriber``)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import orjson
 
-from service.subscriptions import FRAME_BYTES, encoded_parts
+from service.subscriptions import FRAME_BYTES, Subscriber, encoded_parts
 
 
 def test_a_big_time_is_cut_in_order_into_frames_under_the_bound() -> None:
@@ -24,3 +27,34 @@ def test_a_small_time_is_one_frame_and_one_huge_update_stands_alone() -> None:
     huge = {"data": {"s": "x" * (FRAME_BYTES + 10)}, "diff": 1}
     parts = encoded_parts({"time": 7}, [small[0], huge, small[0]])
     assert [orjson.loads(p)["updates"] for p in parts] == [[small[0]], [huge], [small[0]]]
+
+
+def test_a_subscriber_behind_by_more_bytes_than_its_bound_is_closed() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        sub = Subscriber("v", progress=False, limit=10_000, loop=loop, limit_mb=1)
+        big = {"type": "diff", "time": 1, "updates": [{"data": {"s": "x" * 300_000}, "diff": 1}]}
+        sub.mark_step()
+        for _ in range(4):  # 1.2 MB in one step: its own frames do not count
+            assert sub.push(big)
+        assert sub.pop() is not None and sub.pop() is not None  # 0.6 MB sent
+        sub.mark_step()
+        assert sub.push(big)  # 0.6 MB left from earlier steps
+        sub.mark_step()
+        assert sub.push(big)  # 0.9 MB
+        sub.mark_step()
+        assert not sub.push(big)  # 1.2 MB: too slow, whatever the bound in frames
+        frames = []
+        while (frame := sub.pop()) is not None:
+            frames.append(orjson.loads(frame))
+        assert frames == [
+            {
+                "type": "closed",
+                "seq": 2,  # in the place of the unsent ones
+                "reason": "subscriber too slow: more than 1 MB unsent "
+                "(DIFFLOW_SUBSCRIBER_BUFFER_MB)",
+            }
+        ]
+        assert not sub.push(big)
+    finally:
+        loop.close()
