@@ -6,7 +6,9 @@ applied one by one (each keeping its own time), then one ``graph.step()`` proces
 together — throughput grows with load and resolution never drops. A control command
 (create, drop, read, subscribe) runs between steps; while a view registers, reads run
 between its iterates' rounds, as of before it and before all else queued, and writes are
-accepted there (so that ``wait=false`` is answered at once), to be stepped after it.
+accepted there (so that ``wait=false`` is answered at once), to be stepped after it. During
+a write's step, reads of what it cannot change run between its operators and its loops'
+rounds (``_pause``), and a DELETE next in line stops its view's loops (``dropped_next``).
 
 After a step, each view's captured outputs at times its frontier calls complete become
 final: they are published to subscribers and answer the writes whose times they are. A write
@@ -54,16 +56,22 @@ T = TypeVar("T")
 
 
 class _Control:
-    __slots__ = ("_claimed", "fn", "future", "reads", "subject")
+    __slots__ = ("_claimed", "drops", "fn", "future", "reads", "seq", "subject")
 
     def __init__(
-        self, fn: Callable[[], Any], reads: bool = False, subject: tuple[str, str] | None = None
+        self,
+        fn: Callable[[], Any],
+        reads: bool = False,
+        subject: tuple[str, str] | None = None,
+        drops: str | None = None,
     ) -> None:
         self.fn = fn
         self.reads = reads  # it only reads: it may run between a registration's rounds
         # what a read reads alone, ``("table" | "view", name)``: it may run during a write
         # step that does not change it (``Runtime._pause``)
         self.subject = subject
+        self.drops = drops  # the view it drops (``Runtime.dropped_next``)
+        self.seq = 0  # its place in the order controls were queued
         self.future: Future = Future()
         self._claimed = threading.Lock()
 
@@ -102,8 +110,11 @@ class Runtime:
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
         self._accepted_early: list[WriteCommand] = []  # between a registration's rounds
-        # the queued reads of one table or view, in order (a dict as an ordered set)
+        # the queued reads of one table or view, in order (a dict as an ordered set), and
+        # the places of the queued controls that are no reads, in order
         self._lone_reads: dict[_Control, None] = {}
+        self._changes: deque[int] = deque()
+        self._controls = 0  # controls queued so far
         # during a write step: the tables it writes and the views that read them
         self._changing: set[str] = set()
         self._waits: set[asyncio.Future] = set()  # requests awaiting the engine (event loop)
@@ -217,14 +228,20 @@ class Runtime:
 
     # -- submission (any thread) ------------------------------------------------------------
     def submit(
-        self, fn: Callable[[], T], reads: bool = False, subject: tuple[str, str] | None = None
+        self,
+        fn: Callable[[], T],
+        reads: bool = False,
+        subject: tuple[str, str] | None = None,
+        drops: str | None = None,
     ) -> Future:
-        cmd = _Control(fn, reads, subject)
+        cmd = _Control(fn, reads, subject, drops)
         self._enqueue(cmd)
         return cmd.future
 
-    async def call(self, fn: Callable[[], T]) -> T:
-        return await self.settled(self.submit(fn))
+    async def call(self, fn: Callable[[], T], drops: str | None = None) -> T:
+        """``fn`` on the engine thread, in order; ``drops``: it drops that view (and may
+        stop the view's loops in the step before it, :meth:`dropped_next`)."""
+        return await self.settled(self.submit(fn, drops=drops))
 
     async def read(self, fn: Callable[[], T], subject: tuple[str, str] | None = None) -> T:
         """:meth:`call` for ``fn`` that only reads the catalog and the views' contents (or
@@ -267,8 +284,13 @@ class Runtime:
                     code="shutting_down",
                 )
             self._queue.append(item)
-            if isinstance(item, _Control) and item.subject is not None:
-                self._lone_reads[item] = None
+            if isinstance(item, _Control):
+                self._controls += 1
+                item.seq = self._controls
+                if item.subject is not None:
+                    self._lone_reads[item] = None
+                elif not item.reads:
+                    self._changes.append(item.seq)
             self._cv.notify()
 
     def table_shape(self, name: str) -> TableShape:
@@ -288,9 +310,12 @@ class Runtime:
                 items = list(self._queue)
                 self._queue.clear()
                 self._lone_reads.clear()
+                self._changes.clear()
             elif isinstance(head := self._queue[0], _Control):
                 self._queue.popleft()
                 self._lone_reads.pop(head, None)
+                if not head.reads:  # the first change queued
+                    self._changes.popleft()
                 return [head]
             else:
                 writes: list[WriteCommand | _Control] = []
@@ -334,27 +359,40 @@ class Runtime:
     def _pause(self) -> None:
         """(engine thread, during a write step: ``Graph.step``'s ``pause``) Run the queued
         reads of a table the step does not write, or of a view that reads none of the
-        tables it writes, ahead of what is queued before them, as of before the step: the
-        step leaves them as they are (a view over a server-timed table, whose clock the
+        tables it writes, ahead of the writes queued before them, as of before the step:
+        the step leaves them as they are (a view over a server-timed table, whose clock the
         step moves, shows its frontier of before it). A read of a table written or a view
         that reads one waits for the step, as before: a write answered stays seen, and
-        such a read still comes after every write sent before it."""
+        such a read still comes after every write sent before it. So does a read queued
+        after a change (a view registered or dropped, say): it sees the change."""
         if not self._lone_reads:  # the common case, checked without the lock
             return
         changing = self._changing
         with self._cv:
             if self._stopping:
                 return
-            taken = [
-                cmd
-                for cmd in self._lone_reads
-                if cmd.subject is not None and cmd.subject[1] not in changing
-            ]
+            first_change = self._changes[0] if self._changes else self._controls + 1
+            taken = []
+            for cmd in self._lone_reads:
+                if cmd.seq > first_change:
+                    break
+                if cmd.subject is not None and cmd.subject[1] not in changing:
+                    taken.append(cmd)
             for cmd in taken:
                 del self._lone_reads[cmd]
                 self._queue.remove(cmd)
         for cmd in taken:
             self._control(cmd)
+
+    def dropped_next(self, v: ViewState) -> bool:
+        """(engine thread; the hook of view ``v``'s loops once it is registered) Whether
+        they stop at their next round: the command next in line, after the step running,
+        is a DELETE of ``v``, and no view reads it, so that DELETE will drop it. Anything
+        queued before it (a write, a read of ``v``, a view registered that may read it)
+        comes first, so it sees ``v`` as it would have."""
+        queue = self._queue
+        head = queue[0] if queue else None
+        return isinstance(head, _Control) and head.drops == v.name and not v.readers
 
     def _refuse(self, items: list[WriteCommand | _Control]) -> None:
         """Answer work the engine will not do, the server stopping: none of it is applied."""

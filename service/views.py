@@ -77,19 +77,10 @@ class ViewState:
         self.subscribers: set[Subscriber] = set()
         self.readers: set[str] = set()
         self.failure: str | None = None  # set when its dataflow failed; it no longer runs
-        # DELETEs of it waiting for the engine (event loop): meanwhile its loops stop at their
-        # next round in the step running (``stop_asked``)
-        self.drops_asked = 0
         # where it started (``Catalog.create_view``), while its frontier has not reached it:
         # outputs at earlier times are advanced to it, as its hydrated content was (an input
         # that had forgotten those times could not say what the view held at them)
         self.start: Antichain | None = None
-
-    def stop_asked(self) -> bool:
-        """(engine thread) Whether its loops stop at their next round, once it is registered
-        (their ``Graph.between_rounds`` hook): a DELETE of it waits for the step, and no
-        view reads it, so that DELETE will drop it."""
-        return self.drops_asked > 0 and not self.readers
 
     def latency_summary(self) -> dict[str, float | None]:
         if not self.latencies:

@@ -54,7 +54,7 @@ async def create_view(body: ExactJsonObject, rt: RuntimeDep) -> JSONResponse:
         try:
             rt.step()  # hydrate from the current contents of what it reads
         finally:
-            rt.graph.between_rounds(v.ops, v.stop_asked)
+            rt.graph.between_rounds(v.ops, lambda: rt.dropped_next(v))
         if v.failure is not None:
             rt.drop_view(v.name, rejected=True)
             if stopped():
@@ -113,15 +113,8 @@ async def get_view(name: str, rt: RuntimeDep) -> JSONResponse:
 async def drop_view(name: str, rt: RuntimeDep) -> Response:
     running = rt.cancel_registration(name, _stopped(rt, name))
     if running is None:
-        # its loops in the step running now stop at their next round (``stop_asked``)
-        v = rt.catalog.views.get(name)
-        if v is not None:
-            v.drops_asked += 1
-        try:
-            await rt.call(lambda: rt.drop_view(name))
-        finally:
-            if v is not None:
-                v.drops_asked -= 1
+        # next in line behind a step, it stops the view's loops there (``dropped_next``)
+        await rt.call(lambda: rt.drop_view(name), drops=name)
         return Response(status_code=204)
     # registrations of the name: those queued are answered 409 ``cancelled`` already, those
     # running stop at their next round, or had just completed: then the view goes

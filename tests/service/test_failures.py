@@ -514,12 +514,15 @@ def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None
     """A write can start a loop that does not end (or not soon). A DELETE of its view waits
     for the step, and meanwhile stops the view's loops at their next round: the step ends,
     the write's answer lists the view as failed (cancelled), and the view is gone. A view
-    that another view reads is not stopped (its DELETE is a 409, once the step is over)."""
+    that another view reads is not stopped (its DELETE is a 409, once the step is over), nor
+    one whose DELETE has something queued before it, which must see the view as it is."""
     with (
         running_server(tmp_path, iterate_round_limit=10**10) as s,
         s.client() as c,
         s.client(timeout=600) as writer,
-        concurrent.futures.ThreadPoolExecutor(1) as pool,
+        s.client(timeout=600) as other,
+        s.client(timeout=600) as third,
+        concurrent.futures.ThreadPoolExecutor(3) as pool,
     ):
         make_table(c, "start", [("x", "int")])
         make_view(c, "shift", SHIFT)  # no rows yet: no rounds
@@ -555,3 +558,30 @@ def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None
             "shift": [{"data": {"x": 2 + rounds}, "time": t, "diff": 1}],
             "above": [{"data": {"x": 2 + rounds}, "time": t, "diff": 1}],
         }
+        # a registration queued before the DELETE comes first (audit 71): it reads the view,
+        # so the view is not stopped, and a read of the new view queued behind its
+        # registration waits for it
+        make_table(c, "third", [("x", "int")])
+        make_view(
+            c,
+            "ctr",
+            {**SHIFT, "vars": {"x": {"op": "table", "name": "third"}}, "max_iterations": rounds},
+        )
+        long = pool.submit(
+            writer.post, "/v1/tables/third/updates", json={"updates": [{"insert": {"x": 3}}]}
+        )
+        _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+        reader = pool.submit(
+            other.post, "/v1/views", json={"name": "rd", "query": {"op": "view", "name": "ctr"}}
+        )
+        _wait_for_queue(c, 1)
+        dropped = pool.submit(third.delete, "/v1/views/ctr")
+        _wait_for_queue(c, 2)
+        assert c.get("/v1/views/rd").json()["name"] == "rd"
+        assert reader.result(timeout=60).status_code == 201
+        assert_error(dropped.result(timeout=60), 409, "in_use")
+        body = long.result(timeout=60).json()
+        assert "failed_views" not in body
+        assert body["outputs"]["ctr"] == [
+            {"data": {"x": 3 + rounds}, "time": body["times"][0], "diff": 1}
+        ]
