@@ -464,6 +464,22 @@ def _pending_writes(c: httpx.Client) -> float:
     return float(line.split()[1])
 
 
+def _stepping(
+    c: httpx.Client,
+    pool: concurrent.futures.ThreadPoolExecutor,
+    writer: httpx.Client,
+    table: str,
+    x: int,
+) -> concurrent.futures.Future:
+    """The answer to come of ``writer``'s write of row ``x`` to ``table``, once the write is
+    accepted and its step runs (no other write pending)."""
+    long = pool.submit(
+        writer.post, f"/v1/tables/{table}/updates", json={"updates": [{"insert": {"x": x}}]}
+    )
+    _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+    return long
+
+
 def test_reads_a_long_write_cannot_change_are_answered_during_its_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A write's step runs the rounds of the loops it reaches. Between them, reads of
     another table, and of a view that reads none of the tables written, are answered as of
@@ -484,10 +500,7 @@ def test_reads_a_long_write_cannot_change_are_answered_during_its_step(tmp_path)
         make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
         make_view(c, "plain", {"op": "table", "name": "other"})
         make_view(c, "mirror", {"op": "table", "name": "start"})
-        long = pool.submit(
-            writer.post, "/v1/tables/start/updates", json={"updates": [{"insert": {"x": 0}}]}
-        )
-        _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+        long = _stepping(c, pool, writer, "start", 0)
         assert row_counts(c, "plain") == {(("x", 5),): 1}
         assert c.get("/v1/views/plain").json()["rows"] == 1
         assert c.get("/v1/tables/other").json()["rows"] == 1
@@ -527,10 +540,7 @@ def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None
         make_table(c, "start", [("x", "int")])
         make_view(c, "shift", SHIFT)  # no rows yet: no rounds
         make_view(c, "mirror", {"op": "table", "name": "start"})
-        long = pool.submit(
-            writer.post, "/v1/tables/start/updates", json={"updates": [{"insert": {"x": 0}}]}
-        )
-        _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+        long = _stepping(c, pool, writer, "start", 0)
         assert c.delete("/v1/views/shift").status_code == 204
         body = long.result(timeout=60).json()
         assert body["status"] == "done" and list(body["failed_views"]) == ["shift"]
@@ -546,10 +556,7 @@ def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None
         from_second = {**SHIFT, "vars": {"x": {"op": "table", "name": "second"}}}
         make_view(c, "shift", {**from_second, "max_iterations": rounds})
         make_view(c, "above", {"op": "view", "name": "shift"})
-        long = pool.submit(
-            writer.post, "/v1/tables/second/updates", json={"updates": [{"insert": {"x": 2}}]}
-        )
-        _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+        long = _stepping(c, pool, writer, "second", 2)
         assert_error(c.delete("/v1/views/shift"), 409, "in_use")
         body = long.result(timeout=60).json()
         t = body["times"][0]
@@ -567,10 +574,7 @@ def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None
             "ctr",
             {**SHIFT, "vars": {"x": {"op": "table", "name": "third"}}, "max_iterations": rounds},
         )
-        long = pool.submit(
-            writer.post, "/v1/tables/third/updates", json={"updates": [{"insert": {"x": 3}}]}
-        )
-        _until(lambda: _pending_writes(c) >= 1, "the write accepted and stepping")
+        long = _stepping(c, pool, writer, "third", 3)
         reader = pool.submit(
             other.post, "/v1/views", json={"name": "rd", "query": {"op": "view", "name": "ctr"}}
         )
