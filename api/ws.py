@@ -286,8 +286,8 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
             task.cancel()
         await asyncio.gather(*tasks, preparing, return_exceptions=True)
         with contextlib.suppress(ServiceError):
-            # it changes who hears of the view, not what reads see: reads pass it
-            rt.submit(lambda: rt.unsubscribe(sub), reads=True)
+            # it changes who hears of the view, not what reads see: it may run at once
+            rt.submit(lambda: rt.unsubscribe(sub), reads=True, subject=("subscriber", name))
         with contextlib.suppress(Exception):
             await ws.close()
         sub.ended()

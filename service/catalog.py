@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 import orjson
 
-from engine import Antichain, Arrangement, Collection, Graph, Schema, UpdateBatch, consolidate
+from engine import (
+    Antichain,
+    Arrangement,
+    Collection,
+    Graph,
+    IterationStopped,
+    Schema,
+    UpdateBatch,
+    consolidate,
+)
 from engine.lattice import leq
 from engine.operators import Arrange, AsCollection, Capture, Operator, Reduce
 from engine.operators.base import BuiltKey
@@ -355,10 +364,13 @@ class Catalog:
         their dataflows leave the graph and their subscribers are closed. Returns
         ``{view: reason}`` for the views newly failed."""
         failed: dict[str, str] = {}
+        stopped: set[str] = set()  # on request (``Runtime.dropped_next``)
         for op, exc in failures:
             for v in self.views.values():
                 if any(o is op for o in v.ops) and v.failure is None:
                     failed[v.name] = f"{type(exc).__name__}: {exc}"
+                    if isinstance(exc, IterationStopped):
+                        stopped.add(v.name)
         todo = list(failed)
         while todo:
             name = todo.pop()
@@ -369,9 +381,12 @@ class Catalog:
         for name, reason in failed.items():
             v = self.views[name]
             v.failure = reason
-            for s in list(v.subscribers):
-                s.close(f"view {name!r} failed: {reason}", keep_unsent=True)
-            v.subscribers.clear()
+            # a view stopped for its DELETE, next in line, is dropped next: its subscribers
+            # hear that
+            if name not in stopped:
+                for s in list(v.subscribers):
+                    s.close(f"view {name!r} failed: {reason}", keep_unsent=True)
+                v.subscribers.clear()
             self.graph.drop(v.ops)
         return failed
 

@@ -68,7 +68,8 @@ class _Control:
         self.fn = fn
         self.reads = reads  # it only reads: it may run between a registration's rounds
         # what a read reads alone, ``("table" | "view", name)``: it may run during a write
-        # step that does not change it (``Runtime._pause``)
+        # step that does not change it (``Runtime._pause``); ``("subscriber", view)``: it
+        # unsubscribes, which it may do during any step
         self.subject = subject
         self.drops = drops  # the view it drops (``Runtime.dropped_next``)
         self.seq = 0  # its place in the order controls were queued
@@ -338,8 +339,10 @@ class Runtime:
                 return
             taken: list[WriteCommand | _Control] = []
             rest: list[WriteCommand | _Control] = []
+            first_change = self._changes[0] if self._changes else self._controls + 1
             for item in self._queue:
-                now = item.reads if isinstance(item, _Control) else True
+                # reads never pass a change (audit 72), writes do
+                now = item.reads and item.seq < first_change if isinstance(item, _Control) else True
                 (taken if now else rest).append(item)
             if not taken:
                 return
@@ -376,7 +379,9 @@ class Runtime:
             for cmd in self._lone_reads:
                 if cmd.seq > first_change:
                     break
-                if cmd.subject is not None and cmd.subject[1] not in changing:
+                assert cmd.subject is not None
+                kind, name = cmd.subject
+                if kind == "subscriber" or name not in changing:
                     taken.append(cmd)
             for cmd in taken:
                 del self._lone_reads[cmd]

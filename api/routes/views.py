@@ -117,18 +117,17 @@ async def drop_view(name: str, rt: RuntimeDep) -> Response:
         await rt.call(lambda: rt.drop_view(name), drops=name)
         return Response(status_code=204)
     # registrations of the name: those queued are answered 409 ``cancelled`` already, those
-    # running stop at their next round, or had just completed: then the view goes
-    completed = False
+    # running stop at their next round, or had just completed; then the view under the name
+    # goes, if there is one (one of them, or one registered before them: audit 72)
     for future in running:
         try:
             await rt.settled(future)
-            completed = True
         except Unavailable:
             raise
         except ServiceError:
             pass  # it stopped: its own request has the answer
-    if completed:
-        await rt.call(lambda: rt.drop_view(name) if name in rt.catalog.views else None)
+    if name in rt.catalog.views:  # else answered at once, a registration ahead running
+        await rt.call(lambda: rt.drop_view(name) if name in rt.catalog.views else None, drops=name)
     return Response(status_code=204)
 
 

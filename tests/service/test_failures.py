@@ -589,3 +589,70 @@ def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None
         assert body["outputs"]["ctr"] == [
             {"data": {"x": 3 + rounds}, "time": body["times"][0], "diff": 1}
         ]
+
+
+def test_what_is_queued_before_a_delete_behind_a_step_does_not_keep_the_view(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Audit 72: a closed subscription's unsubscribe, queued before a DELETE, kept the DELETE
+    from stopping its view's loops; a DELETE that cancelled a queued duplicate registration
+    of an existing view's name answered 204 and left the view. And the subscribers of a view
+    stopped for its DELETE hear that it was dropped."""
+    rounds = 100_000  # a few seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path, iterate_round_limit=10**10) as s,
+        s.client() as c,
+        s.client(timeout=600) as writer,
+        s.client(timeout=600) as other,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        make_table(c, "other", [("x", "int")])
+        make_view(c, "shift", SHIFT)  # no rows yet: no rounds
+        make_view(c, "mirror", {"op": "table", "name": "other"})
+        with connect(f"{s.ws_url}/v1/views/shift/subscribe?progress=false") as sub:
+            assert json.loads(sub.recv(timeout=60))["type"] == "snapshot"
+            long = _stepping(c, pool, writer, "start", 0)
+            with connect(f"{s.ws_url}/v1/views/mirror/subscribe?snapshot=false") as ws:
+                assert json.loads(ws.recv(timeout=60))["type"] == "progress"  # mid-step
+            assert c.delete("/v1/views/shift", timeout=60).status_code == 204
+            closed = json.loads(sub.recv(timeout=60))
+        assert closed["type"] == "closed" and "dropped" in closed["reason"], closed
+        assert list(long.result(timeout=60).json()["failed_views"]) == ["shift"]
+        make_table(c, "second", [("x", "int")])
+        from_second = {**SHIFT, "vars": {"x": {"op": "table", "name": "second"}}}
+        make_view(c, "bounded", {**from_second, "max_iterations": rounds})
+        long = _stepping(c, pool, writer, "second", 0)
+        again = {"name": "mirror", "query": {"op": "table", "name": "second"}}
+        duplicate = pool.submit(other.post, "/v1/views", json=again)
+        _wait_for_queue(c, 1)
+        assert c.delete("/v1/views/mirror").status_code == 204
+        assert_error(duplicate.result(timeout=60), 409, "cancelled")
+        assert_error(c.get("/v1/views/mirror"), 404)
+        assert c.get("/v1/tables/other").json()["readers"] == []
+        assert long.result(timeout=60).json()["status"] == "done"
+
+
+def test_a_read_queued_behind_a_registration_waits_for_it_during_another(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Reads answered between a registration's rounds pass writes queued before them, but
+    never a change: a read of a view whose registration is queued waits for it (audit 72:
+    it answered 404)."""
+    with (
+        running_server(tmp_path, iterate_round_limit=10**10) as s,
+        s.client() as c,
+        s.client(timeout=600) as other,
+        s.client(timeout=600) as third,
+        s.client(timeout=600) as fourth,
+        concurrent.futures.ThreadPoolExecutor(3) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        write(c, "start", {"updates": [{"insert": {"x": 0}}]})
+        post = pool.submit(other.post, "/v1/views", json={"name": "shift", "query": SHIFT})
+        _wait_until_registering(c, "shift")
+        plain = {"name": "plain", "query": {"op": "table", "name": "start"}}
+        queued = pool.submit(third.post, "/v1/views", json=plain)
+        _wait_for_queue(c, 1)
+        read = pool.submit(fourth.get, "/v1/views/plain")
+        _wait_for_queue(c, 2)
+        _cancel(c, "shift")
+        assert_error(post.result(timeout=60), 409, "cancelled")
+        assert queued.result(timeout=60).status_code == 201
+        assert read.result(timeout=60).json()["rows"] == 1

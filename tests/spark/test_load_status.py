@@ -33,10 +33,10 @@ def test_the_write_shows_while_the_engine_applies_it(
     held, entered = threading.Event(), threading.Event()
     step = rt.step
 
-    def held_step() -> None:
+    def held_step(written: str | None = None) -> None:
         entered.set()
         held.wait(120)
-        step()
+        step(written)
 
     try:
         spec = {"name": "t", "columns": [{"name": "k", "type": "int"}]}
