@@ -7,8 +7,9 @@ together — throughput grows with load and resolution never drops. A control co
 (create, drop, read, subscribe) runs between steps; while a view registers, reads run
 between its iterates' rounds, as of before it and before all else queued, and writes are
 accepted there (so that ``wait=false`` is answered at once), to be stepped after it. During
-a write's step, reads of what it cannot change run between its operators and its loops'
-rounds (``_pause``), and a DELETE next in line stops its view's loops (``dropped_next``).
+a write's step, the writes queued before any change are accepted and reads of what the step
+cannot change are answered, between its operators and its loops' rounds (``_pause``); a
+DELETE next in line stops its view's loops (``dropped_next``).
 
 After a step, each view's captured outputs at times its frontier calls complete become
 final: they are published to subscribers and answer the writes whose times they are. A write
@@ -110,12 +111,15 @@ class Runtime:
         self._waits_cancelled = False  # requests awaiting the engine are answered 503 now
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
-        self._accepted_early: list[WriteCommand] = []  # between a registration's rounds
+        # accepted between a registration's rounds or during a step, to be stepped after it
+        self._accepted_early: list[WriteCommand] = []
         # the queued reads of one table or view, in order (a dict as an ordered set), and
         # the places of the queued controls that are no reads, in order
         self._lone_reads: dict[_Control, None] = {}
         self._changes: deque[int] = deque()
         self._controls = 0  # controls queued so far
+        self._queued = 0  # commands queued so far
+        self._paused_at = -1  # ``_queued`` when ``_pause`` last looked at the queue
         # during a write step: the tables it writes and the views that read them
         self._changing: set[str] = set()
         self._waits: set[asyncio.Future] = set()  # requests awaiting the engine (event loop)
@@ -285,6 +289,7 @@ class Runtime:
                     code="shutting_down",
                 )
             self._queue.append(item)
+            self._queued += 1
             if isinstance(item, _Control):
                 self._controls += 1
                 item.seq = self._controls
@@ -360,44 +365,64 @@ class Runtime:
                     self._control(item)
 
     def _pause(self) -> None:
-        """(engine thread, during a write step: ``Graph.step``'s ``pause``) Run the queued
-        reads of a table the step does not write, or of a view that reads none of the
-        tables it writes, ahead of the writes queued before them, as of before the step:
-        the step leaves them as they are (a view over a server-timed table, whose clock the
-        step moves, shows its frontier of before it). A read of a table written or a view
-        that reads one waits for the step, as before: a write answered stays seen, and
-        such a read still comes after every write sent before it. So does a read queued
-        after a change (a view registered or dropped, say): it sees the change."""
-        if not self._lone_reads:  # the common case, checked without the lock
+        """(engine thread, during a write step: ``Graph.step``'s ``pause``) Take what is
+        queued before the first change (a view registered or dropped, a table made, say), in
+        order: accept the writes, so that ``wait=false`` is answered at once (their input
+        waits for its operator's next run; they are stepped after this step,
+        ``_accepted_early``), and run the reads of a table the step does not write, or of a
+        view that reads none of the tables it writes, as of before the step: it leaves them
+        as they are (a view over a server-timed table, whose clock the step moves, shows its
+        frontier of before it). A table written, here too, and the views that read it are
+        changing: a read of one waits for the step, as before, so a write answered stays
+        seen, and such a read still comes after every write sent before it. So does a read
+        queued after a change: it sees the change. A write passes the reads left waiting:
+        they are answered after it, and see it."""
+        if self._queued == self._paused_at:  # nothing queued since the last look
             return
         changing = self._changing
         with self._cv:
             if self._stopping:
                 return
-            first_change = self._changes[0] if self._changes else self._controls + 1
-            taken = []
-            for cmd in self._lone_reads:
-                if cmd.seq > first_change:
+            self._paused_at = self._queued
+            taken: list[WriteCommand | _Control] = []
+            for item in self._queue:
+                if isinstance(item, WriteCommand):
+                    taken.append(item)
+                    changing.add(item.table)
+                    changing.update(self.catalog.affected_views(item.table))
+                elif not item.reads:  # the first change
                     break
-                assert cmd.subject is not None
-                kind, name = cmd.subject
-                if kind == "subscriber" or name not in changing:
-                    taken.append(cmd)
-            for cmd in taken:
-                del self._lone_reads[cmd]
-                self._queue.remove(cmd)
-        for cmd in taken:
-            self._control(cmd)
+                elif item.subject is not None and (
+                    item.subject[0] == "subscriber" or item.subject[1] not in changing
+                ):
+                    taken.append(item)
+            if not taken:
+                return
+            for item in taken:
+                self._queue.remove(item)
+                if isinstance(item, _Control):
+                    del self._lone_reads[item]
+        for item in taken:
+            if isinstance(item, _Control):
+                self._control(item)
+            elif self._accept_guarded(item):
+                self._accepted_early.append(item)
 
     def dropped_next(self, v: ViewState) -> bool:
         """(engine thread; the hook of view ``v``'s loops once it is registered) Whether
         they stop at their next round: the command next in line, after the step running,
-        is a DELETE of ``v``, and no view reads it, so that DELETE will drop it. Anything
-        queued before it (a write, a read of ``v``, a view registered that may read it)
-        comes first, so it sees ``v`` as it would have."""
+        is a DELETE of ``v``, no view reads it, so that DELETE will drop it, and no write
+        accepted during the step waits on it. Anything queued before it (a write, a read of
+        ``v``, a view registered that may read it) comes first, so it sees ``v`` as it would
+        have."""
         queue = self._queue
         head = queue[0] if queue else None
-        return isinstance(head, _Control) and head.drops == v.name and not v.readers
+        return (
+            isinstance(head, _Control)
+            and head.drops == v.name
+            and not v.readers
+            and not any(v.name in w.affected for w in self._accepted_early)
+        )
 
     def _refuse(self, items: list[WriteCommand | _Control]) -> None:
         """Answer work the engine will not do, the server stopping: none of it is applied."""
@@ -415,20 +440,20 @@ class Runtime:
                 return
             if isinstance(items[0], _Control):
                 self._control(items[0])
-                if self._accepted_early:  # during a registration
-                    early, self._accepted_early = self._accepted_early, []
-                    self._step(early)
-                continue
-            staged: list[WriteCommand] = []
-            for i, item in enumerate(items):
-                if self._stopping:  # what was taken but not yet applied is refused
-                    self._refuse(items[i:])
-                    break
-                assert isinstance(item, WriteCommand)
-                if self._accept_guarded(item):
-                    staged.append(item)
-            if staged:
-                self._step(staged)
+            else:
+                staged: list[WriteCommand] = []
+                for i, item in enumerate(items):
+                    if self._stopping:  # what was taken but not yet applied is refused
+                        self._refuse(items[i:])
+                        break
+                    assert isinstance(item, WriteCommand)
+                    if self._accept_guarded(item):
+                        staged.append(item)
+                if staged:
+                    self._step(staged)
+            while self._accepted_early:  # during a registration or a step
+                early, self._accepted_early = self._accepted_early, []
+                self._step(early)
 
     def _accept_guarded(self, cmd: WriteCommand) -> bool:
         """:meth:`accept_write`, where a bug refuses the write (500 ``internal``) instead of
@@ -544,6 +569,7 @@ class Runtime:
         written += tuple(w.table for w in writes if w.state is WriteState.ACCEPTED)
         self._changing = {v for t in set(written) for v in self.catalog.affected_views(t)}
         self._changing.update(written)
+        self._paused_at = -1
         started = time.perf_counter()
         try:
             # a registration's step (no writes) answers reads between its own rounds only

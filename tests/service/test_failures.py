@@ -523,6 +523,98 @@ def test_reads_a_long_write_cannot_change_are_answered_during_its_step(tmp_path)
         assert table.result(timeout=600).json()["frontier"] == [t + 1]
 
 
+def test_writes_sent_during_a_long_write_step_are_accepted_in_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``wait=false`` is answered at once (API.md), also while another write's step runs
+    (audit 72: it waited for the step): writes queued before any change are accepted between
+    the step's rounds and stepped after it. A read of what they change, queued after them,
+    waits for them and sees them; a write queued after a change waits for the change."""
+    rounds = 200_000  # seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path) as s,
+        s.client() as c,
+        s.client(timeout=600) as writer,
+        s.client(timeout=600) as late,
+        s.client(timeout=600) as maker,
+        s.client(timeout=600) as later,
+        concurrent.futures.ThreadPoolExecutor(4) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        make_table(c, "other", [("x", "int")])
+        make_table(c, "quiet", [("x", "int")])
+        make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
+        make_view(c, "plain", {"op": "table", "name": "other"})
+        make_view(c, "still", {"op": "table", "name": "quiet"})
+        long = _stepping(c, pool, writer, "start", 0)
+        sent = c.post(
+            "/v1/tables/other/updates?wait=false", json={"updates": [{"insert": {"x": 5}}]}
+        )
+        assert sent.status_code == 202 and not long.done()
+        token = sent.json()["token"]
+        assert c.get(f"/v1/completions/{token}").json()["status"] == "pending"
+        plain = pool.submit(late.get, "/v1/views/plain/rows")  # changed by the write: waits
+        _wait_for_queue(c, 1)
+        assert c.get("/v1/views/still/rows").json()["rows"] == []  # changed by nothing
+        made = pool.submit(
+            maker.post,
+            "/v1/tables",
+            json={"name": "made", "columns": [{"name": "x", "type": "int"}]},
+        )
+        _wait_for_queue(c, 2)
+        after_change = pool.submit(
+            later.post,
+            "/v1/tables/quiet/updates?wait=false",
+            json={"updates": [{"insert": {"x": 7}}]},
+        )
+        _wait_for_queue(c, 3)
+        assert not long.done() and not after_change.done() and not made.done()
+        body = long.result(timeout=600).json()
+        assert body["outputs"] == {
+            "shift": [{"data": {"x": rounds}, "time": body["times"][0], "diff": 1}]
+        }
+        assert made.result(timeout=600).status_code == 201
+        assert after_change.result(timeout=600).status_code == 202
+        read = plain.result(timeout=600).json()
+        assert read["rows"] == [{"data": {"x": 5}, "count": 1}]
+        _until(lambda: c.get(f"/v1/completions/{token}").status_code == 200, "the write done")
+        done = c.get(f"/v1/completions/{token}").json()
+        assert done["outputs"] == {"plain": [{"data": {"x": 5}, "time": read["time"], "diff": 1}]}
+        assert done["times"] == [read["time"]] and done["times"][0] > body["times"][0]
+
+
+def test_a_delete_waits_for_the_writes_accepted_during_a_step_before_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A write accepted during a step comes before a DELETE queued after it: the DELETE does
+    not stop the view in that step, whose write sees the view; it stops it in the next, the
+    accepted write's, which lists the view as cancelled."""
+    rounds = 100_000  # seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path) as s,
+        s.client() as c,
+        s.client(timeout=600) as writer,
+        s.client(timeout=600) as dropper,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rows yet: no rounds
+        long = _stepping(c, pool, writer, "start", 0)
+        sent = c.post(
+            "/v1/tables/start/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]}
+        )
+        assert sent.status_code == 202 and not long.done()
+        dropped = pool.submit(dropper.delete, "/v1/views/shift")
+        _wait_for_queue(c, 1)
+        assert not long.done()
+        body = long.result(timeout=600).json()
+        assert body["status"] == "done" and "failed_views" not in body
+        assert body["outputs"] == {
+            "shift": [{"data": {"x": rounds}, "time": body["times"][0], "diff": 1}]
+        }
+        assert dropped.result(timeout=600).status_code == 204
+        token = sent.json()["token"]
+        _until(lambda: c.get(f"/v1/completions/{token}").status_code == 200, "the write done")
+        done = c.get(f"/v1/completions/{token}").json()
+        assert done["outputs"] == {} and "cancelled" in done["failed_views"]["shift"]
+
+
 def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A write can start a loop that does not end (or not soon). A DELETE of its view waits
     for the step, and meanwhile stops the view's loops at their next round: the step ends,
