@@ -188,7 +188,7 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
                     )
                 frame_id = _frame_id(frame, raw)
                 cmd = await submit_write(rt, name, frame, arrival, len(raw) > 256 * 1024, bound)
-                bound = cmd.shape
+                bound = cmd.shape or bound  # parsed by the engine: as it was
                 await acks.put((frame_id, cmd))
             except ServiceError as exc:
                 await acks.put((frame_id, exc))

@@ -378,11 +378,13 @@ class Catalog:
                 if reader not in failed and self.views[reader].failure is None:
                     failed[reader] = f"it reads view {name!r}, which failed"
                     todo.append(reader)
+                    if name in stopped:  # dropped before it, next
+                        stopped.add(reader)
         for name, reason in failed.items():
             v = self.views[name]
             v.failure = reason
-            # a view stopped for its DELETE, next in line, is dropped next: its subscribers
-            # hear that
+            # a view stopped for its DELETE, next in line, is dropped next, and so are the
+            # views reading it: their subscribers hear that
             if name not in stopped:
                 for s in list(v.subscribers):
                     s.close(f"view {name!r} failed: {reason}", keep_unsent=True)

@@ -32,10 +32,10 @@ from service.codec import (
     time_from_wire,
     time_to_wire,
 )
-from service.errors import Conflict, Invalid, TooLarge
+from service.errors import Conflict, Invalid, NotFound, TooLarge
 from service.key_index import KeyChanges, KeyIndex
 
-__all__ = ["ParsedWrite", "StagedWrite", "TableShape", "parse_write"]
+__all__ = ["ParsedWrite", "StagedWrite", "TableShape", "dropped_since_opened", "parse_write"]
 
 INSERT, DELETE, UPSERT, WEIGHT = 0, 1, 2, 3
 OPS = {"insert": INSERT, "delete": DELETE, "upsert": UPSERT}
@@ -78,6 +78,15 @@ class StagedWrite:
     rows_delta: int
     # client-timed tables with a primary key: the join of every time written so far
     keyed_upto: np.ndarray | None = None
+
+
+def dropped_since_opened(table: str) -> NotFound:
+    """The 404 for a socket's write to a table made since it opened under the same name."""
+    return NotFound(
+        f"table {table!r} was dropped after this socket opened (the table now under its "
+        "name is another one); open a new socket to write to that",
+        {"name": table},
+    )
 
 
 def _invalid(path: str, message: str, code: str = "invalid_update") -> Invalid:

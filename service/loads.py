@@ -393,7 +393,9 @@ class LoadManager:
             parsed = _parsed(data, np.ones(data.shape[1], dtype=np.int64), at)
             del data
             self._enter_commit(job)
-            cmd = _outcome(self._runtime.submit(lambda: self._apply(job, lambda _: parsed)))
+            cmd = _outcome(
+                self._runtime.submit(lambda: self._apply(job, lambda _: parsed), table=job.table)
+            )
         else:
             flat = np.zeros((1, data.shape[1]), dtype=np.int64)
             new = consolidate(UpdateBatch(data, flat, np.ones(data.shape[1], dtype=np.int64)))
@@ -407,7 +409,9 @@ class LoadManager:
                 return _parsed(diff.data, diff.diffs, at)
 
             self._enter_commit(job)
-            cmd = _outcome(self._runtime.submit(lambda: self._apply(job, difference)))
+            cmd = _outcome(
+                self._runtime.submit(lambda: self._apply(job, difference), table=job.table)
+            )
         _outcome(cmd.accepted)
 
     def _apply(self, job: LoadJob, write: Callable[[TableState], ParsedWrite]) -> WriteCommand:

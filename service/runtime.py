@@ -42,7 +42,7 @@ from service.catalog import Catalog
 from service.codec import count_total, decode_rows, frontier_to_wire, time_to_wire
 from service.errors import NotFound, ServiceError, Unavailable
 from service.gc_pause import collector_paused
-from service.ingest import TableShape, stage_write
+from service.ingest import TableShape, dropped_since_opened, parse_write, stage_write
 from service.metrics import Metrics
 from service.settings import Settings
 from service.subscriptions import Frames, SharedFrames, Subscriber, encoded_parts
@@ -57,7 +57,7 @@ T = TypeVar("T")
 
 
 class _Control:
-    __slots__ = ("_claimed", "drops", "fn", "future", "reads", "seq", "subject")
+    __slots__ = ("_claimed", "drops", "fn", "future", "reads", "seq", "subject", "table")
 
     def __init__(
         self,
@@ -65,6 +65,7 @@ class _Control:
         reads: bool = False,
         subject: tuple[str, str] | None = None,
         drops: str | None = None,
+        table: str | None = None,
     ) -> None:
         self.fn = fn
         self.reads = reads  # it only reads: it may run between a registration's rounds
@@ -73,6 +74,8 @@ class _Control:
         # unsubscribes, which it may do during any step
         self.subject = subject
         self.drops = drops  # the view it drops (``Runtime.dropped_next``)
+        # the table it creates, drops or loads into: no write to it passes this change
+        self.table = table
         self.seq = 0  # its place in the order controls were queued
         self.future: Future = Future()
         self._claimed = threading.Lock()
@@ -117,6 +120,7 @@ class Runtime:
         # the places of the queued controls that are no reads, in order
         self._lone_reads: dict[_Control, None] = {}
         self._changes: deque[int] = deque()
+        self._table_changes: dict[str, int] = {}  # queued changes by their ``table``
         self._controls = 0  # controls queued so far
         self._queued = 0  # commands queued so far
         self._paused_at = -1  # ``_queued`` when ``_pause`` last looked at the queue
@@ -238,15 +242,19 @@ class Runtime:
         reads: bool = False,
         subject: tuple[str, str] | None = None,
         drops: str | None = None,
+        table: str | None = None,
     ) -> Future:
-        cmd = _Control(fn, reads, subject, drops)
+        cmd = _Control(fn, reads, subject, drops, table)
         self._enqueue(cmd)
         return cmd.future
 
-    async def call(self, fn: Callable[[], T], drops: str | None = None) -> T:
+    async def call(
+        self, fn: Callable[[], T], drops: str | None = None, table: str | None = None
+    ) -> T:
         """``fn`` on the engine thread, in order; ``drops``: it drops that view (and may
-        stop the view's loops in the step before it, :meth:`dropped_next`)."""
-        return await self.settled(self.submit(fn, drops=drops))
+        stop the view's loops in the step before it, :meth:`dropped_next`); ``table``: it
+        creates or drops that table (no write to it passes it)."""
+        return await self.settled(self.submit(fn, drops=drops, table=table))
 
     async def read(self, fn: Callable[[], T], subject: tuple[str, str] | None = None) -> T:
         """:meth:`call` for ``fn`` that only reads the catalog and the views' contents (or
@@ -297,7 +305,14 @@ class Runtime:
                     self._lone_reads[item] = None
                 elif not item.reads:
                     self._changes.append(item.seq)
+                    if item.table is not None:
+                        self._table_changes[item.table] = self._table_changes.get(item.table, 0) + 1
             self._cv.notify()
+
+    def table_changing(self, name: str) -> bool:
+        """Whether a change of table ``name`` (its creation or drop, a load into it) waits
+        for the engine: a write to it arriving now must not be checked against it as it is."""
+        return name in self._table_changes
 
     def table_shape(self, name: str) -> TableShape:
         t = self.catalog.tables.get(name)
@@ -317,11 +332,16 @@ class Runtime:
                 self._queue.clear()
                 self._lone_reads.clear()
                 self._changes.clear()
+                self._table_changes.clear()
             elif isinstance(head := self._queue[0], _Control):
                 self._queue.popleft()
                 self._lone_reads.pop(head, None)
                 if not head.reads:  # the first change queued
                     self._changes.popleft()
+                    if head.table is not None:
+                        left = self._table_changes.pop(head.table) - 1
+                        if left:
+                            self._table_changes[head.table] = left
                 return [head]
             else:
                 writes: list[WriteCommand | _Control] = []
@@ -335,20 +355,27 @@ class Runtime:
         """(engine thread, between the rounds of view ``registering``'s registration) Run
         the reads queued, the view hidden from them, and accept the writes (stepped once the
         registration is over: ``_accepted_early``, before any other command), in order. A
-        command passed over is not answered yet, so what passes it may come before it: a
-        read answers as of before everything still queued and everything accepted here, a
-        write goes before a queued change (a table dropped, a view registered: that view
-        then lists it, ``adopt_view``)."""
+        read passes no change queued before it (audit 72); a write passes none of its table
+        (its creation or drop, a load into it: audit 73), and goes before any other (a view
+        registered then lists it, ``adopt_view``; audit 43). A command passed over is not
+        answered yet, so what passes it may come before it: a read answers as of before
+        everything still queued and everything accepted here."""
         with self._cv:
             if self._stopping:
                 return
             taken: list[WriteCommand | _Control] = []
             rest: list[WriteCommand | _Control] = []
-            first_change = self._changes[0] if self._changes else self._controls + 1
+            changed = False  # a change seen: no read after it passes it
+            tables: set[str] = set()  # the tables of the changes seen
             for item in self._queue:
-                # reads never pass a change (audit 72), writes do
-                now = item.reads and item.seq < first_change if isinstance(item, _Control) else True
-                (taken if now else rest).append(item)
+                if isinstance(item, WriteCommand):
+                    (rest if item.table in tables else taken).append(item)
+                    continue
+                if not item.reads:
+                    changed = True
+                    if item.table is not None:
+                        tables.add(item.table)
+                (rest if changed else taken).append(item)
             if not taken:
                 return
             self._queue.clear()
@@ -365,18 +392,19 @@ class Runtime:
                     self._control(item)
 
     def _pause(self) -> None:
-        """(engine thread, during a write step: ``Graph.step``'s ``pause``) Take what is
-        queued before the first change (a view registered or dropped, a table made, say), in
-        order: accept the writes, so that ``wait=false`` is answered at once (their input
-        waits for its operator's next run; they are stepped after this step,
-        ``_accepted_early``), and run the reads of a table the step does not write, or of a
-        view that reads none of the tables it writes, as of before the step: it leaves them
-        as they are (a view over a server-timed table, whose clock the step moves, shows its
-        frontier of before it). A table written, here too, and the views that read it are
-        changing: a read of one waits for the step, as before, so a write answered stays
-        seen, and such a read still comes after every write sent before it. So does a read
-        queued after a change: it sees the change. A write passes the reads left waiting:
-        they are answered after it, and see it."""
+        """(engine thread, during a write step: ``Graph.step``'s ``pause``) Take, in order,
+        the writes queued behind no change of their table (its creation or drop, a load into
+        it: audit 73), and accept them, so that ``wait=false`` is answered at once (their
+        input waits for its operator's next run; they are stepped after this step,
+        ``_accepted_early``, before any other command); and the reads queued before any
+        change (a view registered or dropped, say) of a table the step does not write, or of
+        a view that reads none of the tables it writes, and answer them as of before the
+        step: it leaves them as they are (a view over a server-timed table, whose clock the
+        step moves, shows its frontier of before it). A table written, here too, and the
+        views that read it are changing: a read of one waits for the step, as before, so a
+        write answered stays seen, and such a read still comes after every write sent before
+        it. So does a read queued after a change: it sees the change. A write passes the
+        reads left waiting: they are answered after it, and see it."""
         if self._queued == self._paused_at:  # nothing queued since the last look
             return
         changing = self._changing
@@ -385,23 +413,36 @@ class Runtime:
                 return
             self._paused_at = self._queued
             taken: list[WriteCommand | _Control] = []
+            rest: list[WriteCommand | _Control] = []
+            changed = False  # a change seen: no read after it passes it
+            tables: set[str] = set()  # the tables of the changes seen
             for item in self._queue:
                 if isinstance(item, WriteCommand):
+                    if item.table in tables:
+                        rest.append(item)
+                        continue
                     taken.append(item)
-                    changing.add(item.table)
-                    changing.update(self.catalog.affected_views(item.table))
-                elif not item.reads:  # the first change
-                    break
-                elif item.subject is not None and (
-                    item.subject[0] == "subscriber" or item.subject[1] not in changing
+                    if item.table not in changing:
+                        changing.add(item.table)
+                        changing.update(self.catalog.affected_views(item.table))
+                elif not item.reads:
+                    changed = True
+                    if item.table is not None:
+                        tables.add(item.table)
+                    rest.append(item)
+                elif (
+                    not changed
+                    and item.subject is not None
+                    and (item.subject[0] == "subscriber" or item.subject[1] not in changing)
                 ):
                     taken.append(item)
+                    del self._lone_reads[item]
+                else:
+                    rest.append(item)
             if not taken:
                 return
-            for item in taken:
-                self._queue.remove(item)
-                if isinstance(item, _Control):
-                    del self._lone_reads[item]
+            self._queue.clear()
+            self._queue.extend(rest)
         for item in taken:
             if isinstance(item, _Control):
                 self._control(item)
@@ -410,19 +451,36 @@ class Runtime:
 
     def dropped_next(self, v: ViewState) -> bool:
         """(engine thread; the hook of view ``v``'s loops once it is registered) Whether
-        they stop at their next round: the command next in line, after the step running,
-        is a DELETE of ``v``, no view reads it, so that DELETE will drop it, and no write
-        accepted during the step waits on it. Anything queued before it (a write, a read of
-        ``v``, a view registered that may read it) comes first, so it sees ``v`` as it would
-        have."""
+        they stop at their next round: the commands next in line, after the step running,
+        are DELETEs, one of which will drop ``v`` (the views reading it dropped by those
+        before it, each in the same way), and no write accepted during the step waits on
+        ``v`` or a view reading it. Anything else queued before that DELETE (a write, a
+        read of ``v``, a view registered that may read it) comes first, so it sees ``v`` as
+        it would have."""
         queue = self._queue
         head = queue[0] if queue else None
-        return (
-            isinstance(head, _Control)
-            and head.drops == v.name
-            and not v.readers
-            and not any(v.name in w.affected for w in self._accepted_early)
-        )
+        if not isinstance(head, _Control) or head.drops is None:  # the common case, unlocked
+            return False
+        views = self.catalog.views
+        dropped: set[str] = set()
+        with self._cv:
+            for item in queue:
+                if not isinstance(item, _Control) or item.drops is None:
+                    return False
+                d = views.get(item.drops)
+                if d is not None and d.readers <= dropped:
+                    dropped.add(d.name)
+                    if d is v:
+                        break
+            else:
+                return False
+        doomed, todo = {v.name}, list(v.readers)  # it fails, and so do its readers
+        while todo:
+            name = todo.pop()
+            if name not in doomed:
+                doomed.add(name)
+                todo.extend(views[name].readers)
+        return not any(n in doomed for w in self._accepted_early for n in w.affected)
 
     def _refuse(self, items: list[WriteCommand | _Control]) -> None:
         """Answer work the engine will not do, the server stopping: none of it is applied."""
@@ -451,7 +509,9 @@ class Runtime:
                         staged.append(item)
                 if staged:
                     self._step(staged)
-            while self._accepted_early:  # during a registration or a step
+            # accepted during a registration or a step: a server stopping steps them too,
+            # so that every write applied is answered with its outputs
+            while self._accepted_early:
                 early, self._accepted_early = self._accepted_early, []
                 self._step(early)
 
@@ -487,6 +547,13 @@ class Runtime:
                     "now under its name is another one); send the write again",
                     {"name": cmd.table},
                 )
+            if cmd.parsed is None:  # a change was queued before it: parsed now
+                if cmd.bound is not None and table.shape is not cmd.bound:
+                    raise dropped_since_opened(cmd.table)
+                cmd.parsed = parse_write(
+                    cmd.body, table.shape, self.interner, self.settings.max_batch
+                )
+                cmd.shape, cmd.body = table.shape, None
             server = table.shape.timing == "server"
             staged = stage_write(
                 cmd.parsed,
@@ -646,8 +713,12 @@ class Runtime:
         now = time.perf_counter()
         still: list[WriteCommand] = []
         done: list[WriteCommand] = []
+        # a write accepted during a step is done no sooner than after its own: a write
+        # done then (an ``advance_to``) has its views' frontiers moved, and so every write
+        # that it makes final done with it (audit 74)
+        unstepped = {id(w) for w in self._accepted_early}
         for w in self._pending:
-            (done if self._complete(w) else still).append(w)
+            (done if id(w) not in unstepped and self._complete(w) else still).append(w)
         listed: dict[str, set[tuple[int, ...]]] = {}  # the times each view's changes are read at
         for w in done:
             if w.report_outputs and w.staged is not None:

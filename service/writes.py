@@ -51,7 +51,9 @@ class WriteState(Enum):
 @dataclass(eq=False)
 class WriteCommand:
     table: str
-    parsed: ParsedWrite
+    # None: parsed on the engine thread, from ``body``, against the table as it is then (a
+    # change was queued when it arrived: a table created or dropped may be its table)
+    parsed: ParsedWrite | None
     arrival: float = field(default_factory=time.perf_counter)
     token: str = field(default_factory=lambda: f"w-{next(_tokens)}")
     state: WriteState = WriteState.RECEIVED
@@ -67,6 +69,10 @@ class WriteCommand:
     # against the table as it is): a table dropped and made again under its name since then
     # is another table, and the write is refused rather than applied to it
     shape: TableShape | None = None
+    body: Any = None  # the write body, when ``parsed`` is None
+    # the table a socket's write must be (not one made since under its name), when
+    # ``parsed`` is None
+    bound: TableShape | None = None
 
     def reject(self, error: BaseException) -> None:
         self.state = WriteState.REJECTED

@@ -28,7 +28,7 @@ from engine import Antichain
 from service.codec import frontier_to_wire
 from service.errors import Invalid, NotFound
 from service.gc_pause import collector_paused
-from service.ingest import TableShape, parse_write
+from service.ingest import TableShape, dropped_since_opened, parse_write
 from service.runtime import Runtime
 from service.writes import WriteCommand
 
@@ -49,7 +49,11 @@ PARSE_IN_THREAD_BYTES = 256 * 1024  # bodies larger than this are parsed off the
     responses={201: {"model": TablePublic}, **ERRORS},
 )
 async def create_table(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
-    desc = await rt.call(lambda: rt.catalog.create_table(body).describe())
+    name = body.get("name")
+    desc = await rt.call(
+        lambda: rt.catalog.create_table(body).describe(),
+        table=name if isinstance(name, str) else None,
+    )
     return JSONResponse(desc, status_code=201)
 
 
@@ -70,7 +74,7 @@ async def get_table(name: str, rt: RuntimeDep) -> JSONResponse:
 
 @router.delete("/tables/{name}", status_code=204, response_class=Response, responses=ERRORS)
 async def drop_table(name: str, rt: RuntimeDep) -> Response:
-    await rt.call(lambda: rt.drop_table(name))
+    await rt.call(lambda: rt.drop_table(name), table=name)
     return Response(status_code=204)
 
 
@@ -83,14 +87,14 @@ async def submit_write(
     bound: TableShape | None = None,
 ) -> WriteCommand:
     """Parse a write body (off the event loop when large) and queue it for the engine;
-    ``bound``: the table it must be (a socket's), not one made since under its name."""
+    ``bound``: the table it must be (a socket's), not one made since under its name. Behind
+    a queued change of the table (its creation or drop, a load), the engine parses it once
+    the change has run, against the table as it is then."""
+    if rt.table_changing(table):
+        return rt.submit_write(WriteCommand(table, None, arrival=arrival, body=body, bound=bound))
     shape = rt.table_shape(table)
     if bound is not None and shape is not bound:
-        raise NotFound(
-            f"table {table!r} was dropped after this socket opened (the table now under its "
-            "name is another one); open a new socket to write to that",
-            {"name": table},
-        )
+        raise dropped_since_opened(table)
 
     def parse() -> WriteCommand:
         with collector_paused():  # the body holds no cycles; see parse_json

@@ -525,9 +525,9 @@ def test_reads_a_long_write_cannot_change_are_answered_during_its_step(tmp_path)
 
 def test_writes_sent_during_a_long_write_step_are_accepted_in_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``wait=false`` is answered at once (API.md), also while another write's step runs
-    (audit 72: it waited for the step): writes queued before any change are accepted between
-    the step's rounds and stepped after it. A read of what they change, queued after them,
-    waits for them and sees them; a write queued after a change waits for the change."""
+    (audit 72: it waited for the step): writes are accepted between the step's rounds and
+    stepped after it, ahead of a change queued before them (the creation of another table).
+    A read of what they change, queued after them, waits for them and sees them."""
     rounds = 200_000  # seconds of rounds (about 50 us each)
     with (
         running_server(tmp_path) as s,
@@ -535,8 +535,7 @@ def test_writes_sent_during_a_long_write_step_are_accepted_in_it(tmp_path) -> No
         s.client(timeout=600) as writer,
         s.client(timeout=600) as late,
         s.client(timeout=600) as maker,
-        s.client(timeout=600) as later,
-        concurrent.futures.ThreadPoolExecutor(4) as pool,
+        concurrent.futures.ThreadPoolExecutor(3) as pool,
     ):
         make_table(c, "start", [("x", "int")])
         make_table(c, "other", [("x", "int")])
@@ -560,25 +559,108 @@ def test_writes_sent_during_a_long_write_step_are_accepted_in_it(tmp_path) -> No
             json={"name": "made", "columns": [{"name": "x", "type": "int"}]},
         )
         _wait_for_queue(c, 2)
-        after_change = pool.submit(
-            later.post,
-            "/v1/tables/quiet/updates?wait=false",
-            json={"updates": [{"insert": {"x": 7}}]},
+        passing = c.post(
+            "/v1/tables/quiet/updates?wait=false", json={"updates": [{"insert": {"x": 7}}]}
         )
-        _wait_for_queue(c, 3)
-        assert not long.done() and not after_change.done() and not made.done()
+        assert passing.status_code == 202 and not long.done() and not made.done()
         body = long.result(timeout=600).json()
         assert body["outputs"] == {
             "shift": [{"data": {"x": rounds}, "time": body["times"][0], "diff": 1}]
         }
         assert made.result(timeout=600).status_code == 201
-        assert after_change.result(timeout=600).status_code == 202
         read = plain.result(timeout=600).json()
         assert read["rows"] == [{"data": {"x": 5}, "count": 1}]
         _until(lambda: c.get(f"/v1/completions/{token}").status_code == 200, "the write done")
         done = c.get(f"/v1/completions/{token}").json()
-        assert done["outputs"] == {"plain": [{"data": {"x": 5}, "time": read["time"], "diff": 1}]}
-        assert done["times"] == [read["time"]] and done["times"][0] > body["times"][0]
+        t = body["times"][0] + 1  # the first write accepted during the step takes the next
+        assert done["times"] == [t] and read["time"] >= t
+        assert done["outputs"] == {"plain": [{"data": {"x": 5}, "time": t, "diff": 1}]}
+
+
+def test_a_write_behind_a_queued_table_change_is_checked_after_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A write sent while a table's creation, or its drop and creation again, wait behind a
+    long step is checked against the tables once they have run (audit 73: it was checked on
+    arrival, so a write to a table about to be created was a 404)."""
+    rounds = 200_000  # seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path) as s,
+        s.client() as c,
+        s.client(timeout=600) as writer,
+        concurrent.futures.ThreadPoolExecutor(6) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        make_table(c, "again", [("x", "int")])
+        make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
+        long = _stepping(c, pool, writer, "start", 0)
+        clients = [s.client(timeout=600) for _ in range(5)]
+        try:
+            made = pool.submit(
+                clients[0].post,
+                "/v1/tables",
+                json={"name": "new", "columns": [{"name": "s", "type": "string"}]},
+            )
+            _wait_for_queue(c, 1)
+            dropped = pool.submit(clients[1].delete, "/v1/tables/again")
+            _wait_for_queue(c, 2)
+            remade = pool.submit(
+                clients[2].post,
+                "/v1/tables",
+                json={"name": "again", "columns": [{"name": "s", "type": "string"}]},
+            )
+            _wait_for_queue(c, 3)
+            rows = {"updates": [{"insert": {"s": "a"}}]}
+            to_new = pool.submit(clients[3].post, "/v1/tables/new/updates?wait=false", json=rows)
+            to_again = pool.submit(clients[4].post, "/v1/tables/again/updates", json=rows)
+            _wait_for_queue(c, 5)
+            assert not long.done()
+            assert [f.result(timeout=600).status_code for f in (made, dropped, remade)] == [
+                201,
+                204,
+                201,
+            ]
+            assert to_new.result(timeout=600).status_code == 202
+            assert to_again.result(timeout=600).json()["status"] == "done"
+        finally:
+            for client in clients:
+                client.close()
+        assert long.result(timeout=600).json()["status"] == "done"
+        assert c.get("/v1/tables/new").json()["rows"] == 1
+        assert c.get("/v1/tables/again").json()["rows"] == 1
+
+
+def test_an_advance_accepted_during_a_step_is_done_with_the_writes_it_makes_final(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """An ``advance_to`` accepted during a step is answered once its views' frontiers have
+    moved, so the writes it makes final are done when it is (audit 74: it was answered done
+    at the end of that step, while they stayed pending a step longer)."""
+    rounds = 100_000  # seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path) as s,
+        s.client() as c,
+        s.client(timeout=600) as writer,
+        s.client(timeout=600) as advancer,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        # made first, its operators run before the loop's in a step
+        make_table(c, "timed", [("x", "int")], timing="client")
+        make_view(c, "mirror", {"op": "table", "name": "timed"})
+        make_table(c, "start", [("x", "int")])
+        make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
+        long = _stepping(c, pool, writer, "start", 0)
+        time.sleep(0.5)  # into the loop's rounds, past the operators of "timed"
+        rows = {"updates": [{"insert": {"x": 1}, "time": 3}]}
+        sent = c.post("/v1/tables/timed/updates?wait=false", json=rows)
+        assert sent.status_code == 202 and not long.done()
+        # the next step runs long too: a write done too soon is seen pending meanwhile
+        more = c.post(
+            "/v1/tables/start/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]}
+        )
+        assert more.status_code == 202 and not long.done()
+        advanced = advancer.post("/v1/tables/timed/updates", json={"updates": [], "advance_to": 4})
+        assert advanced.json()["status"] == "done"
+        done = c.get(f"/v1/completions/{sent.json()['token']}")
+        assert done.status_code == 200, done.text
+        assert done.json()["outputs"] == {"mirror": [{"data": {"x": 1}, "time": 3, "diff": 1}]}
+        assert long.result(timeout=600).json()["status"] == "done"
 
 
 def test_a_delete_waits_for_the_writes_accepted_during_a_step_before_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -721,6 +803,56 @@ def test_what_is_queued_before_a_delete_behind_a_step_does_not_keep_the_view(tmp
         assert_error(c.get("/v1/views/mirror"), 404)
         assert c.get("/v1/tables/other").json()["readers"] == []
         assert long.result(timeout=60).json()["status"] == "done"
+
+
+def test_deletes_of_a_view_and_its_readers_next_in_line_stop_its_loops(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A view read by another view is stopped when the DELETEs next in line drop its readers
+    first, then it: the step ends, both views are gone, and the reader's subscribers hear
+    that it was dropped. In the other order the view's DELETE answers 409, so nothing
+    stops: the loop runs to its bound."""
+    rounds = 100_000  # a few seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path, iterate_round_limit=10**10) as s,
+        s.client() as c,
+        s.client(timeout=600) as writer,
+        s.client(timeout=600) as first,
+        s.client(timeout=600) as second,
+        concurrent.futures.ThreadPoolExecutor(3) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        # no rows yet: no rounds; bounded, so that a DELETE that does not stop it fails in
+        # minutes, not never
+        make_view(c, "shift", {**SHIFT, "max_iterations": 1_000_000})
+        make_view(c, "above", {"op": "view", "name": "shift"})
+        make_view(c, "top", {"op": "view", "name": "above"})
+        with connect(f"{s.ws_url}/v1/views/above/subscribe?progress=false") as sub:
+            assert json.loads(sub.recv(timeout=60))["type"] == "snapshot"
+            long = _stepping(c, pool, writer, "start", 0)
+            drops = [pool.submit(first.delete, "/v1/views/top")]
+            _wait_for_queue(c, 1)
+            drops.append(pool.submit(second.delete, "/v1/views/above"))
+            _wait_for_queue(c, 2)
+            assert c.delete("/v1/views/shift", timeout=60).status_code == 204
+            assert [d.result(timeout=60).status_code for d in drops] == [204, 204]
+            closed = json.loads(sub.recv(timeout=60))
+        assert closed["type"] == "closed" and "dropped" in closed["reason"], closed
+        body = long.result(timeout=60).json()
+        assert sorted(body["failed_views"]) == ["above", "shift", "top"]
+        assert "cancelled" in body["failed_views"]["shift"]
+        assert c.get("/v1/views").json()["views"] == []
+        # the view first: its DELETE is a 409 (the reader is still there), so nothing stops
+        make_view(c, "shift", {**SHIFT, "max_iterations": rounds})
+        make_view(c, "above", {"op": "view", "name": "shift"})
+        long = _stepping(c, pool, writer, "start", 1)
+        drop = pool.submit(first.delete, "/v1/views/shift")
+        _wait_for_queue(c, 1)
+        assert c.delete("/v1/views/above", timeout=60).status_code == 204
+        assert_error(drop.result(timeout=60), 409, "in_use")
+        body = long.result(timeout=60).json()
+        assert "failed_views" not in body
+        assert body["outputs"]["shift"] == [
+            {"data": {"x": 1 + rounds}, "time": body["times"][0], "diff": 1}
+        ]
 
 
 def test_a_read_queued_behind_a_registration_waits_for_it_during_another(tmp_path) -> None:  # type: ignore[no-untyped-def]
