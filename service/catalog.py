@@ -392,6 +392,17 @@ class Catalog:
             self.graph.drop(v.ops)
         return failed
 
+    def table_frontier(self, t: TableState) -> Antichain:
+        """Table ``t``'s frontier as a reader sees it: a server-timed table is at the clock,
+        which its next step moves it to, counting the writes accepted since its last (during
+        a registration or a step: audit 75)."""
+        if t.shape.timing == "server" and not t.frontier.is_empty:
+            return Antichain([(self.clock,)])
+        return t.frontier
+
+    def describe_table(self, t: TableState) -> dict[str, Any]:
+        return t.describe(self.table_frontier(t))
+
     def describe_view(self, v: ViewState) -> dict[str, Any]:
         shared = [
             (e.name, e.arrangement.op, sorted(e.users - {v.name}))

@@ -59,14 +59,15 @@ class TableState:
     def frontier(self) -> Antichain:
         return self.handle.frontier
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, frontier: Antichain) -> dict[str, Any]:
+        """Its description, with ``frontier`` (``Catalog.table_frontier``)."""
         return {
             "name": self.name,
             "columns": [{"name": c.name, "type": c.type.value} for c in self.schema.columns],
             "primary_key": list(self.primary_key),
             "timing": self.shape.timing,
             "time_dims": self.shape.dims,
-            "frontier": frontier_to_wire(self.frontier),
+            "frontier": frontier_to_wire(frontier),
             "rows": count_to_wire(self.rows),
             "readers": sorted(self.readers),
         }

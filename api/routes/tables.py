@@ -24,7 +24,6 @@ from api.models import (
 )
 from api.query import query_value
 from api.responses import JSONResponse
-from engine import Antichain
 from service.codec import frontier_to_wire
 from service.errors import Invalid, NotFound
 from service.gc_pause import collector_paused
@@ -51,7 +50,7 @@ PARSE_IN_THREAD_BYTES = 256 * 1024  # bodies larger than this are parsed off the
 async def create_table(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
     name = body.get("name")
     desc = await rt.call(
-        lambda: rt.catalog.create_table(body).describe(),
+        lambda: rt.catalog.describe_table(rt.catalog.create_table(body)),
         table=name if isinstance(name, str) else None,
     )
     return JSONResponse(desc, status_code=201)
@@ -61,7 +60,9 @@ async def create_table(body: JsonObject, rt: RuntimeDep) -> JSONResponse:
     "/tables", response_model=None, responses={200: {"model": TableList}, **error_responses()}
 )
 async def list_tables(rt: RuntimeDep) -> JSONResponse:
-    tables = await rt.read(lambda: [t.describe() for t in rt.catalog.tables.values()])
+    tables = await rt.read(
+        lambda: [rt.catalog.describe_table(t) for t in rt.catalog.tables.values()]
+    )
     return JSONResponse({"tables": tables})
 
 
@@ -69,7 +70,9 @@ async def list_tables(rt: RuntimeDep) -> JSONResponse:
     "/tables/{name}", response_model=None, responses={200: {"model": TablePublic}, **ERRORS}
 )
 async def get_table(name: str, rt: RuntimeDep) -> JSONResponse:
-    return JSONResponse(await rt.read(lambda: rt.catalog.table(name).describe(), ("table", name)))
+    return JSONResponse(
+        await rt.read(lambda: rt.catalog.describe_table(rt.catalog.table(name)), ("table", name))
+    )
 
 
 @router.delete("/tables/{name}", status_code=204, response_class=Response, responses=ERRORS)
@@ -109,11 +112,7 @@ def pending_body(rt: Runtime, cmd: WriteCommand) -> dict[str, Any]:
     t = rt.catalog.tables.get(cmd.table)
     if t is None:
         return cmd.pending_body([])
-    # a server-timed table moves to the clock at its next step; a write accepted but not
-    # yet stepped (during a registration) would name a frontier behind its own time
-    server = t.shape.timing == "server" and not t.frontier.is_empty
-    frontier = Antichain([(rt.catalog.clock,)]) if server else t.frontier
-    return cmd.pending_body(frontier_to_wire(frontier))
+    return cmd.pending_body(frontier_to_wire(rt.catalog.table_frontier(t)))
 
 
 @router.post(

@@ -357,6 +357,31 @@ def test_a_write_accepted_during_a_registration_lists_the_new_view(tmp_path) -> 
         assert row_counts(c, "shift") == {(("x", rounds),): 1, (("x", 10 + rounds),): 1}
 
 
+def test_a_table_read_during_a_registration_counts_the_writes_accepted_meanwhile(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A server-timed table read between a registration's rounds shows the frontier its
+    next step moves it to, as the write accepted meanwhile answered, not the one before that
+    write (audit 75), as its ``rows`` count the write."""
+    rounds = 100_000  # a few seconds of rounds (about 50 us each)
+    with (
+        running_server(tmp_path) as s,
+        s.client() as c,
+        s.client(timeout=600) as other,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        make_table(c, "start", [("x", "int")])
+        make_table(c, "other", [("x", "int")])
+        write(c, "start", {"updates": [{"insert": {"x": 0}}]})
+        bounded = {**SHIFT, "max_iterations": rounds}
+        post = pool.submit(other.post, "/v1/views", json={"name": "shift", "query": bounded})
+        _wait_until_registering(c, "shift")
+        r = c.post("/v1/tables/other/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]})
+        table = c.get("/v1/tables/other").json()
+        assert not post.done()
+        assert table["rows"] == 1 and table["frontier"] == r.json()["frontier"]
+        assert r.json()["frontier"] == [r.json()["times"][0] + 1]
+        assert post.result(timeout=600).status_code == 201
+
+
 def test_sigterm_answers_frames_accepted_during_a_registration(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """WebSocket frames accepted between a registration's rounds, whose step outlasts the
     5 s a stopping server waits for, are answered (503 ``shutting_down``: applied) before

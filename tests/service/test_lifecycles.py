@@ -47,7 +47,7 @@ def test_a_write_parsed_for_a_dropped_table_is_refused(tmp_path: Path) -> None:
         rt.submit_write(cmd)
         with pytest.raises(NotFound, match="was dropped after this write arrived"):
             cmd.accepted.result(timeout=30)
-        assert on_engine(lambda: rt.catalog.table("x").describe())["rows"] == 0
+        assert on_engine(lambda: rt.catalog.describe_table(rt.catalog.table("x")))["rows"] == 0
     finally:
         rt.stop()
 
@@ -226,7 +226,12 @@ def test_a_bug_in_a_write_refuses_it_and_the_engine_goes_on(
         with pytest.raises(ServiceError, match="RuntimeError: a bug") as err:
             cmd.accepted.result(timeout=30)
         assert err.value.status == 500 and err.value.code == "internal"
-        assert rt.submit(lambda: rt.catalog.table("x").describe()).result(timeout=30)["rows"] == 0
+        assert (
+            rt.submit(lambda: rt.catalog.describe_table(rt.catalog.table("x"))).result(timeout=30)[
+                "rows"
+            ]
+            == 0
+        )
     finally:
         rt.stop()
 

@@ -125,12 +125,16 @@ def test_a_view_that_fails_while_being_made_leaves_nothing(
         rt.submit(lambda: rt.catalog.create_view(spec)).result(timeout=60)
     monkeypatch.undo()
     assert rt.graph.scope.operators == before
-    describe = rt.submit(lambda: [rt.catalog.table(t).describe() for t in TABLES]).result(30)
+    describe = rt.submit(
+        lambda: [rt.catalog.describe_table(rt.catalog.table(t)) for t in TABLES]
+    ).result(30)
     assert all(d["readers"] == [] for d in describe)
     assert "v" not in rt.catalog.views
     rt.submit(lambda: rt.catalog.drop_table("a")).result(timeout=30)
     v = rt.submit(lambda: rt.catalog.create_view(spec)).result(timeout=60)
-    assert v.name == "v" and rt.catalog.table("edges").describe()["readers"] == ["v"]
+    assert v.name == "v" and rt.catalog.describe_table(rt.catalog.table("edges"))["readers"] == [
+        "v"
+    ]
 
 
 def _var(name: str) -> dict[str, Any]:

@@ -58,7 +58,10 @@ def test_the_write_shows_while_the_engine_applies_it(
             time.sleep(0.05)
         done = loads.get(job.id)
         assert done["state"] == "done" and done["write"] == status["write"], done
-        assert rt.submit(lambda: rt.catalog.table("t").describe()).result(60)["rows"] == 100
+        assert (
+            rt.submit(lambda: rt.catalog.describe_table(rt.catalog.table("t"))).result(60)["rows"]
+            == 100
+        )
     finally:
         held.set()
         rt.stop()
