@@ -351,38 +351,52 @@ class Runtime:
         self._refuse(items)
         return None
 
+    def _passing(
+        self, read_now: Callable[[_Control], bool], took: Callable[[WriteCommand], None]
+    ) -> list[WriteCommand | _Control]:
+        """(engine thread, holding ``_cv``) Take out of the queue, in order, the writes queued
+        behind no change of their table (its creation or drop, a load into it: audit 73),
+        telling ``took`` of each, and the reads queued before any change (audit 72) that
+        ``read_now`` lets pass, asked once the writes before them are taken."""
+        taken: list[WriteCommand | _Control] = []
+        rest: list[WriteCommand | _Control] = []
+        changed = False  # a change seen: no read after it passes it
+        tables: set[str] = set()  # the tables of the changes seen
+        for item in self._queue:
+            if isinstance(item, WriteCommand):
+                if item.table in tables:
+                    rest.append(item)
+                else:
+                    taken.append(item)
+                    took(item)
+            elif not item.reads:
+                changed = True
+                if item.table is not None:
+                    tables.add(item.table)
+                rest.append(item)
+            elif not changed and read_now(item):
+                taken.append(item)
+                self._lone_reads.pop(item, None)
+            else:
+                rest.append(item)
+        if taken:
+            self._queue.clear()
+            self._queue.extend(rest)
+        return taken
+
     def _between_rounds(self, registering: str) -> None:
         """(engine thread, between the rounds of view ``registering``'s registration) Run
         the reads queued, the view hidden from them, and accept the writes (stepped once the
-        registration is over: ``_accepted_early``, before any other command), in order. A
-        read passes no change queued before it (audit 72); a write passes none of its table
-        (its creation or drop, a load into it: audit 73), and goes before any other (a view
-        registered then lists it, ``adopt_view``; audit 43). A command passed over is not
-        answered yet, so what passes it may come before it: a read answers as of before
-        everything still queued and everything accepted here."""
+        registration is over: ``_accepted_early``, before any other command), in order, as
+        far as they pass what is queued before them (:meth:`_passing`): a write goes before
+        a change of another table (a view registered then lists it, ``adopt_view``; audit
+        43). A command passed over is not answered yet, so what passes it may come before
+        it: a read answers as of before everything still queued and everything accepted
+        here."""
         with self._cv:
             if self._stopping:
                 return
-            taken: list[WriteCommand | _Control] = []
-            rest: list[WriteCommand | _Control] = []
-            changed = False  # a change seen: no read after it passes it
-            tables: set[str] = set()  # the tables of the changes seen
-            for item in self._queue:
-                if isinstance(item, WriteCommand):
-                    (rest if item.table in tables else taken).append(item)
-                    continue
-                if not item.reads:
-                    changed = True
-                    if item.table is not None:
-                        tables.add(item.table)
-                (rest if changed else taken).append(item)
-            if not taken:
-                return
-            self._queue.clear()
-            self._queue.extend(rest)
-            for item in taken:
-                if isinstance(item, _Control):
-                    self._lone_reads.pop(item, None)
+            taken = self._passing(lambda _: True, lambda _: None)
         for item in taken:
             if isinstance(item, WriteCommand):
                 if self._accept_guarded(item):
@@ -392,57 +406,37 @@ class Runtime:
                     self._control(item)
 
     def _pause(self) -> None:
-        """(engine thread, during a write step: ``Graph.step``'s ``pause``) Take, in order,
-        the writes queued behind no change of their table (its creation or drop, a load into
-        it: audit 73), and accept them, so that ``wait=false`` is answered at once (their
-        input waits for its operator's next run; they are stepped after this step,
-        ``_accepted_early``, before any other command); and the reads queued before any
-        change (a view registered or dropped, say) of a table the step does not write, or of
-        a view that reads none of the tables it writes, and answer them as of before the
-        step: it leaves them as they are (a view over a server-timed table, whose clock the
-        step moves, shows its frontier of before it). A table written, here too, and the
-        views that read it are changing: a read of one waits for the step, as before, so a
-        write answered stays seen, and such a read still comes after every write sent before
-        it. So does a read queued after a change: it sees the change. A write passes the
-        reads left waiting: they are answered after it, and see it."""
+        """(engine thread, during a write step: ``Graph.step``'s ``pause``) Take the writes
+        and reads that pass what is queued before them (:meth:`_passing`), in order: accept
+        the writes, so that ``wait=false`` is answered at once (their input waits for its
+        operator's next run; they are stepped after this step, ``_accepted_early``, before
+        any other command); answer the reads of a table the step does not write, or of a
+        view that reads none of the tables it writes, as of before the step: it leaves them
+        as they are (a view over a server-timed table, whose clock the step moves, shows its
+        frontier of before it). A table written, here too, and the views that read it are
+        changing: a read of one waits for the step, as before, so a write answered stays
+        seen, and such a read still comes after every write sent before it. So does a read
+        queued after a change: it sees the change. A write passes the reads left waiting:
+        they are answered after it, and see it."""
         if self._queued == self._paused_at:  # nothing queued since the last look
             return
         changing = self._changing
+
+        def unchanged(read: _Control) -> bool:
+            return read.subject is not None and (
+                read.subject[0] == "subscriber" or read.subject[1] not in changing
+            )
+
+        def took(w: WriteCommand) -> None:
+            if w.table not in changing:
+                changing.add(w.table)
+                changing.update(self.catalog.affected_views(w.table))
+
         with self._cv:
             if self._stopping:
                 return
             self._paused_at = self._queued
-            taken: list[WriteCommand | _Control] = []
-            rest: list[WriteCommand | _Control] = []
-            changed = False  # a change seen: no read after it passes it
-            tables: set[str] = set()  # the tables of the changes seen
-            for item in self._queue:
-                if isinstance(item, WriteCommand):
-                    if item.table in tables:
-                        rest.append(item)
-                        continue
-                    taken.append(item)
-                    if item.table not in changing:
-                        changing.add(item.table)
-                        changing.update(self.catalog.affected_views(item.table))
-                elif not item.reads:
-                    changed = True
-                    if item.table is not None:
-                        tables.add(item.table)
-                    rest.append(item)
-                elif (
-                    not changed
-                    and item.subject is not None
-                    and (item.subject[0] == "subscriber" or item.subject[1] not in changing)
-                ):
-                    taken.append(item)
-                    del self._lone_reads[item]
-                else:
-                    rest.append(item)
-            if not taken:
-                return
-            self._queue.clear()
-            self._queue.extend(rest)
+            taken = self._passing(unchanged, took)
         for item in taken:
             if isinstance(item, _Control):
                 self._control(item)

@@ -4,16 +4,19 @@ write while the server, the write and every other view go on."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 from websockets.sync.client import connect
 
 from api.models import ViewPublic, WriteDone
 from tests.service.conftest import assert_error, make_table, make_view, row_counts, write
-from tests.service.server import running_server
+from tests.service.server import Server, running_server
 
 COUNT_UP = {  # n, n+1, ... up to the bound in table lim
     "op": "iterate",
@@ -265,13 +268,7 @@ def _wait_until_registering(c: httpx.Client, name: str) -> None:
 
 def test_reads_are_answered_while_a_view_registers(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # a registration that never ends on its own: every read below is answered during it
-    with (
-        running_server(tmp_path, iterate_round_limit=10**10) as s,
-        s.client() as c,
-        s.client(timeout=600) as other,
-        s.client(timeout=600) as writer,
-        concurrent.futures.ThreadPoolExecutor(2) as pool,
-    ):
+    with _long_steps(tmp_path, 2, 2, iterate_round_limit=10**10) as (s, c, (other, writer), pool):
         make_table(c, "start", [("x", "int")])
         write(c, "start", {"updates": [{"insert": {"x": 0}}]})
         make_view(c, "plain", {"op": "table", "name": "start"})
@@ -318,14 +315,7 @@ def test_a_write_accepted_during_a_registration_lists_the_new_view(tmp_path) -> 
     registration queued behind (audit 43); once the registration is over, the write's step
     runs, and its outputs include the new view."""
     rounds = 100_000  # a few seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path, iterate_round_limit=10**10) as s,
-        s.client() as c,
-        s.client(timeout=600) as other,
-        s.client(timeout=600) as third,
-        concurrent.futures.ThreadPoolExecutor(1) as pool,
-        concurrent.futures.ThreadPoolExecutor(1) as pool2,
-    ):
+    with _long_steps(tmp_path, 2, 2, iterate_round_limit=10**10) as (_s, c, (other, third), pool):
         make_table(c, "start", [("x", "int")])
         write(c, "start", {"updates": [{"insert": {"x": 0}}]})
         bounded = {**SHIFT, "max_iterations": rounds}
@@ -333,7 +323,7 @@ def test_a_write_accepted_during_a_registration_lists_the_new_view(tmp_path) -> 
         _wait_until_registering(c, "shift")
         # a registration queued behind it: the write goes before that too
         plain = {"name": "plain", "query": {"op": "table", "name": "start"}}
-        queued = pool2.submit(third.post, "/v1/views", json=plain)
+        queued = pool.submit(third.post, "/v1/views", json=plain)
         _wait_for_queue(c, 1)
         r = c.post(
             "/v1/tables/start/updates",
@@ -362,12 +352,7 @@ def test_a_table_read_during_a_registration_counts_the_writes_accepted_meanwhile
     next step moves it to, as the write accepted meanwhile answered, not the one before that
     write (audit 75), as its ``rows`` count the write."""
     rounds = 100_000  # a few seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path) as s,
-        s.client() as c,
-        s.client(timeout=600) as other,
-        concurrent.futures.ThreadPoolExecutor(1) as pool,
-    ):
+    with _long_steps(tmp_path, 1, 1) as (_s, c, (other,), pool):
         make_table(c, "start", [("x", "int")])
         make_table(c, "other", [("x", "int")])
         write(c, "start", {"updates": [{"insert": {"x": 0}}]})
@@ -483,6 +468,21 @@ def test_a_plan_reading_a_failed_view_is_refused(tmp_path) -> None:  # type: ign
         assert body["status"] == "done" and body["outputs"] == {}
 
 
+@contextlib.contextmanager
+def _long_steps(
+    tmp_path: Path, clients: int, workers: int, **settings: object
+) -> Iterator[tuple[Server, httpx.Client, list[httpx.Client], ThreadPoolExecutor]]:
+    """A server, a client for quick requests, ``clients`` clients whose requests may wait
+    for long steps (600 s), and a pool of ``workers`` threads to send those from."""
+    with (
+        running_server(tmp_path, **settings) as s,
+        s.client() as c,
+        contextlib.ExitStack() as stack,
+        ThreadPoolExecutor(workers) as pool,
+    ):
+        yield s, c, [stack.enter_context(s.client(timeout=600)) for _ in range(clients)], pool
+
+
 def _pending_writes(c: httpx.Client) -> float:
     text = c.get("/metrics").text  # answered without the engine
     line = next(x for x in text.splitlines() if x.startswith("difflow_pending_writes "))
@@ -511,14 +511,7 @@ def test_reads_a_long_write_cannot_change_are_answered_during_its_step(tmp_path)
     before the step (audit 70: they waited for all of it); a read of the table written or
     of a view that reads it waits for the step, and sees the write."""
     rounds = 200_000  # seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path) as s,
-        s.client() as c,
-        s.client(timeout=600) as writer,
-        s.client(timeout=600) as late,
-        s.client(timeout=600) as later,
-        concurrent.futures.ThreadPoolExecutor(3) as pool,
-    ):
+    with _long_steps(tmp_path, 3, 3) as (s, c, (writer, late, later), pool):
         make_table(c, "start", [("x", "int")])
         make_table(c, "other", [("x", "int")])
         write(c, "other", {"updates": [{"insert": {"x": 5}}]})
@@ -554,14 +547,7 @@ def test_writes_sent_during_a_long_write_step_are_accepted_in_it(tmp_path) -> No
     stepped after it, ahead of a change queued before them (the creation of another table).
     A read of what they change, queued after them, waits for them and sees them."""
     rounds = 200_000  # seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path) as s,
-        s.client() as c,
-        s.client(timeout=600) as writer,
-        s.client(timeout=600) as late,
-        s.client(timeout=600) as maker,
-        concurrent.futures.ThreadPoolExecutor(3) as pool,
-    ):
+    with _long_steps(tmp_path, 3, 3) as (_s, c, (writer, late, maker), pool):
         make_table(c, "start", [("x", "int")])
         make_table(c, "other", [("x", "int")])
         make_table(c, "quiet", [("x", "int")])
@@ -607,47 +593,27 @@ def test_a_write_behind_a_queued_table_change_is_checked_after_it(tmp_path) -> N
     long step is checked against the tables once they have run (audit 73: it was checked on
     arrival, so a write to a table about to be created was a 404)."""
     rounds = 200_000  # seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path) as s,
-        s.client() as c,
-        s.client(timeout=600) as writer,
-        concurrent.futures.ThreadPoolExecutor(6) as pool,
-    ):
+    with _long_steps(tmp_path, 6, 6) as (_s, c, (writer, *clients), pool):
         make_table(c, "start", [("x", "int")])
         make_table(c, "again", [("x", "int")])
         make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
         long = _stepping(c, pool, writer, "start", 0)
-        clients = [s.client(timeout=600) for _ in range(5)]
-        try:
-            made = pool.submit(
-                clients[0].post,
-                "/v1/tables",
-                json={"name": "new", "columns": [{"name": "s", "type": "string"}]},
-            )
-            _wait_for_queue(c, 1)
-            dropped = pool.submit(clients[1].delete, "/v1/tables/again")
-            _wait_for_queue(c, 2)
-            remade = pool.submit(
-                clients[2].post,
-                "/v1/tables",
-                json={"name": "again", "columns": [{"name": "s", "type": "string"}]},
-            )
-            _wait_for_queue(c, 3)
-            rows = {"updates": [{"insert": {"s": "a"}}]}
-            to_new = pool.submit(clients[3].post, "/v1/tables/new/updates?wait=false", json=rows)
-            to_again = pool.submit(clients[4].post, "/v1/tables/again/updates", json=rows)
-            _wait_for_queue(c, 5)
-            assert not long.done()
-            assert [f.result(timeout=600).status_code for f in (made, dropped, remade)] == [
-                201,
-                204,
-                201,
-            ]
-            assert to_new.result(timeout=600).status_code == 202
-            assert to_again.result(timeout=600).json()["status"] == "done"
-        finally:
-            for client in clients:
-                client.close()
+        table = {"columns": [{"name": "s", "type": "string"}]}
+        made = pool.submit(clients[0].post, "/v1/tables", json={"name": "new", **table})
+        _wait_for_queue(c, 1)
+        dropped = pool.submit(clients[1].delete, "/v1/tables/again")
+        _wait_for_queue(c, 2)
+        remade = pool.submit(clients[2].post, "/v1/tables", json={"name": "again", **table})
+        _wait_for_queue(c, 3)
+        rows = {"updates": [{"insert": {"s": "a"}}]}
+        to_new = pool.submit(clients[3].post, "/v1/tables/new/updates?wait=false", json=rows)
+        to_again = pool.submit(clients[4].post, "/v1/tables/again/updates", json=rows)
+        _wait_for_queue(c, 5)
+        assert not long.done()
+        changes = [f.result(timeout=600).status_code for f in (made, dropped, remade)]
+        assert changes == [201, 204, 201]
+        assert to_new.result(timeout=600).status_code == 202
+        assert to_again.result(timeout=600).json()["status"] == "done"
         assert long.result(timeout=600).json()["status"] == "done"
         assert c.get("/v1/tables/new").json()["rows"] == 1
         assert c.get("/v1/tables/again").json()["rows"] == 1
@@ -658,13 +624,7 @@ def test_an_advance_accepted_during_a_step_is_done_with_the_writes_it_makes_fina
     moved, so the writes it makes final are done when it is (audit 74: it was answered done
     at the end of that step, while they stayed pending a step longer)."""
     rounds = 100_000  # seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path) as s,
-        s.client() as c,
-        s.client(timeout=600) as writer,
-        s.client(timeout=600) as advancer,
-        concurrent.futures.ThreadPoolExecutor(1) as pool,
-    ):
+    with _long_steps(tmp_path, 2, 1) as (_s, c, (writer, advancer), pool):
         # made first, its operators run before the loop's in a step
         make_table(c, "timed", [("x", "int")], timing="client")
         make_view(c, "mirror", {"op": "table", "name": "timed"})
@@ -693,13 +653,7 @@ def test_a_delete_waits_for_the_writes_accepted_during_a_step_before_it(tmp_path
     not stop the view in that step, whose write sees the view; it stops it in the next, the
     accepted write's, which lists the view as cancelled."""
     rounds = 100_000  # seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path) as s,
-        s.client() as c,
-        s.client(timeout=600) as writer,
-        s.client(timeout=600) as dropper,
-        concurrent.futures.ThreadPoolExecutor(2) as pool,
-    ):
+    with _long_steps(tmp_path, 2, 2) as (_s, c, (writer, dropper), pool):
         make_table(c, "start", [("x", "int")])
         make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rows yet: no rounds
         long = _stepping(c, pool, writer, "start", 0)
@@ -728,13 +682,11 @@ def test_a_delete_stops_a_view_whose_loop_runs_in_a_write_step(tmp_path) -> None
     the write's answer lists the view as failed (cancelled), and the view is gone. A view
     that another view reads is not stopped (its DELETE is a 409, once the step is over), nor
     one whose DELETE has something queued before it, which must see the view as it is."""
-    with (
-        running_server(tmp_path, iterate_round_limit=10**10) as s,
-        s.client() as c,
-        s.client(timeout=600) as writer,
-        s.client(timeout=600) as other,
-        s.client(timeout=600) as third,
-        concurrent.futures.ThreadPoolExecutor(3) as pool,
+    with _long_steps(tmp_path, 3, 3, iterate_round_limit=10**10) as (
+        _s,
+        c,
+        (writer, other, third),
+        pool,
     ):
         make_table(c, "start", [("x", "int")])
         make_view(c, "shift", SHIFT)  # no rows yet: no rounds
@@ -796,13 +748,7 @@ def test_what_is_queued_before_a_delete_behind_a_step_does_not_keep_the_view(tmp
     of an existing view's name answered 204 and left the view. And the subscribers of a view
     stopped for its DELETE hear that it was dropped."""
     rounds = 100_000  # a few seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path, iterate_round_limit=10**10) as s,
-        s.client() as c,
-        s.client(timeout=600) as writer,
-        s.client(timeout=600) as other,
-        concurrent.futures.ThreadPoolExecutor(2) as pool,
-    ):
+    with _long_steps(tmp_path, 2, 2, iterate_round_limit=10**10) as (s, c, (writer, other), pool):
         make_table(c, "start", [("x", "int")])
         make_table(c, "other", [("x", "int")])
         make_view(c, "shift", SHIFT)  # no rows yet: no rounds
@@ -836,13 +782,11 @@ def test_deletes_of_a_view_and_its_readers_next_in_line_stop_its_loops(tmp_path)
     that it was dropped. In the other order the view's DELETE answers 409, so nothing
     stops: the loop runs to its bound."""
     rounds = 100_000  # a few seconds of rounds (about 50 us each)
-    with (
-        running_server(tmp_path, iterate_round_limit=10**10) as s,
-        s.client() as c,
-        s.client(timeout=600) as writer,
-        s.client(timeout=600) as first,
-        s.client(timeout=600) as second,
-        concurrent.futures.ThreadPoolExecutor(3) as pool,
+    with _long_steps(tmp_path, 3, 3, iterate_round_limit=10**10) as (
+        s,
+        c,
+        (writer, first, second),
+        pool,
     ):
         make_table(c, "start", [("x", "int")])
         # no rows yet: no rounds; bounded, so that a DELETE that does not stop it fails in
@@ -884,13 +828,11 @@ def test_a_read_queued_behind_a_registration_waits_for_it_during_another(tmp_pat
     """Reads answered between a registration's rounds pass writes queued before them, but
     never a change: a read of a view whose registration is queued waits for it (audit 72:
     it answered 404)."""
-    with (
-        running_server(tmp_path, iterate_round_limit=10**10) as s,
-        s.client() as c,
-        s.client(timeout=600) as other,
-        s.client(timeout=600) as third,
-        s.client(timeout=600) as fourth,
-        concurrent.futures.ThreadPoolExecutor(3) as pool,
+    with _long_steps(tmp_path, 3, 3, iterate_round_limit=10**10) as (
+        _s,
+        c,
+        (other, third, fourth),
+        pool,
     ):
         make_table(c, "start", [("x", "int")])
         write(c, "start", {"updates": [{"insert": {"x": 0}}]})
