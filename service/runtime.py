@@ -7,9 +7,10 @@ together — throughput grows with load and resolution never drops. A control co
 (create, drop, read, subscribe) runs between steps; while a view registers, reads run
 between its iterates' rounds, as of before it and before all else queued, and writes are
 accepted there (so that ``wait=false`` is answered at once), to be stepped after it. During
-a write's step, the writes queued before any change are accepted and reads of what the step
-cannot change are answered, between its operators and its loops' rounds (``_pause``); a
-DELETE next in line stops its view's loops (``dropped_next``).
+a write's step, the writes queued are accepted (a change of their table queued before them
+held back: ``_passing``) and reads of what the step cannot change are answered, between its
+operators and its loops' rounds (``_pause``); a DELETE next in line stops its view's loops
+(``dropped_next``).
 
 After a step, each view's captured outputs at times its frontier calls complete become
 final: they are published to subscribers and answer the writes whose times they are. A write
@@ -57,7 +58,7 @@ T = TypeVar("T")
 
 
 class _Control:
-    __slots__ = ("_claimed", "drops", "fn", "future", "reads", "seq", "subject", "table")
+    __slots__ = ("_claimed", "drops", "fn", "future", "reads", "subject", "table")
 
     def __init__(
         self,
@@ -76,7 +77,6 @@ class _Control:
         self.drops = drops  # the view it drops (``Runtime.dropped_next``)
         # the table it creates, drops or loads into: no write to it passes this change
         self.table = table
-        self.seq = 0  # its place in the order controls were queued
         self.future: Future = Future()
         self._claimed = threading.Lock()
 
@@ -116,12 +116,7 @@ class Runtime:
         self._pending: list[WriteCommand] = []  # accepted, not yet done
         # accepted between a registration's rounds or during a step, to be stepped after it
         self._accepted_early: list[WriteCommand] = []
-        # the queued reads of one table or view, in order (a dict as an ordered set), and
-        # the places of the queued controls that are no reads, in order
-        self._lone_reads: dict[_Control, None] = {}
-        self._changes: deque[int] = deque()
         self._table_changes: dict[str, int] = {}  # queued changes by their ``table``
-        self._controls = 0  # controls queued so far
         self._queued = 0  # commands queued so far
         self._paused_at = -1  # ``_queued`` when ``_pause`` last looked at the queue
         # during a write step: the tables it writes and the views that read them
@@ -298,15 +293,8 @@ class Runtime:
                 )
             self._queue.append(item)
             self._queued += 1
-            if isinstance(item, _Control):
-                self._controls += 1
-                item.seq = self._controls
-                if item.subject is not None:
-                    self._lone_reads[item] = None
-                elif not item.reads:
-                    self._changes.append(item.seq)
-                    if item.table is not None:
-                        self._table_changes[item.table] = self._table_changes.get(item.table, 0) + 1
+            if isinstance(item, _Control) and not item.reads and item.table is not None:
+                self._table_changes[item.table] = self._table_changes.get(item.table, 0) + 1
             self._cv.notify()
 
     def table_changing(self, name: str) -> bool:
@@ -330,18 +318,13 @@ class Runtime:
             if self._stopping:
                 items = list(self._queue)
                 self._queue.clear()
-                self._lone_reads.clear()
-                self._changes.clear()
                 self._table_changes.clear()
             elif isinstance(head := self._queue[0], _Control):
                 self._queue.popleft()
-                self._lone_reads.pop(head, None)
-                if not head.reads:  # the first change queued
-                    self._changes.popleft()
-                    if head.table is not None:
-                        left = self._table_changes.pop(head.table) - 1
-                        if left:
-                            self._table_changes[head.table] = left
+                if not head.reads and head.table is not None:
+                    left = self._table_changes.pop(head.table) - 1
+                    if left:
+                        self._table_changes[head.table] = left
                 return [head]
             else:
                 writes: list[WriteCommand | _Control] = []
@@ -376,7 +359,6 @@ class Runtime:
                 rest.append(item)
             elif not changed and read_now(item):
                 taken.append(item)
-                self._lone_reads.pop(item, None)
             else:
                 rest.append(item)
         if taken:
