@@ -591,9 +591,10 @@ def test_writes_sent_during_a_long_write_step_are_accepted_in_it(tmp_path) -> No
 def test_a_write_behind_a_queued_table_change_is_checked_after_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A write sent while a table's creation, or its drop and creation again, wait behind a
     long step is checked against the tables once they have run (audit 73: it was checked on
-    arrival, so a write to a table about to be created was a 404)."""
+    arrival, so a write to a table about to be created was a 404). One that does not fit the
+    table as it is then is refused, and leaves no trace."""
     rounds = 200_000  # seconds of rounds (about 50 us each)
-    with _long_steps(tmp_path, 6, 6) as (_s, c, (writer, *clients), pool):
+    with _long_steps(tmp_path, 7, 7) as (_s, c, (writer, *clients), pool):
         make_table(c, "start", [("x", "int")])
         make_table(c, "again", [("x", "int")])
         make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
@@ -608,12 +609,15 @@ def test_a_write_behind_a_queued_table_change_is_checked_after_it(tmp_path) -> N
         rows = {"updates": [{"insert": {"s": "a"}}]}
         to_new = pool.submit(clients[3].post, "/v1/tables/new/updates?wait=false", json=rows)
         to_again = pool.submit(clients[4].post, "/v1/tables/again/updates", json=rows)
-        _wait_for_queue(c, 5)
+        old_rows = {"updates": [{"insert": {"x": 1}}]}  # the dropped table's columns
+        misfit = pool.submit(clients[5].post, "/v1/tables/again/updates", json=old_rows)
+        _wait_for_queue(c, 6)
         assert not long.done()
         changes = [f.result(timeout=600).status_code for f in (made, dropped, remade)]
         assert changes == [201, 204, 201]
         assert to_new.result(timeout=600).status_code == 202
         assert to_again.result(timeout=600).json()["status"] == "done"
+        assert_error(misfit.result(timeout=600), 422)
         assert long.result(timeout=600).json()["status"] == "done"
         assert c.get("/v1/tables/new").json()["rows"] == 1
         assert c.get("/v1/tables/again").json()["rows"] == 1
