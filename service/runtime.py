@@ -58,7 +58,7 @@ T = TypeVar("T")
 
 
 class _Control:
-    __slots__ = ("_claimed", "drops", "fn", "future", "reads", "subject", "table")
+    __slots__ = ("_claimed", "drops", "fn", "future", "reads", "seq", "subject", "table")
 
     def __init__(
         self,
@@ -78,6 +78,7 @@ class _Control:
         # the table it creates, drops or loads into: no write to it passes this change
         self.table = table
         self.future: Future = Future()
+        self.seq = -1  # its place in the queue (``Runtime._enqueue``)
         self._claimed = threading.Lock()
 
     def claim(self) -> bool:
@@ -291,6 +292,7 @@ class Runtime:
                     "the server is shutting down; this request was not applied",
                     code="shutting_down",
                 )
+            item.seq = self._queued
             self._queue.append(item)
             self._queued += 1
             if isinstance(item, _Control) and not item.reads and item.table is not None:
@@ -398,8 +400,9 @@ class Runtime:
         frontier of before it). A table written, here too, and the views that read it are
         changing: a read of one waits for the step, as before, so a write answered stays
         seen, and such a read still comes after every write sent before it. So does a read
-        queued after a change: it sees the change. A write passes the reads left waiting:
-        they are answered after it, and see it."""
+        queued after a change: it sees the change. The reads left waiting are answered
+        after the step, before the writes accepted in it are stepped (``_reads_before``):
+        they do not see them."""
         if self._queued == self._paused_at:  # nothing queued since the last look
             return
         changing = self._changing
@@ -489,7 +492,25 @@ class Runtime:
             # so that every write applied is answered with its outputs
             while self._accepted_early:
                 early, self._accepted_early = self._accepted_early, []
+                self._reads_before(min(w.seq for w in early))
                 self._step(early)
+
+    def _reads_before(self, seq: int) -> None:
+        """Answer the reads at the head of the queue queued before command ``seq``, a write
+        accepted early: they came before it and before every command still queued, so they
+        need not wait for its step (audit 73: under a stream of writes each accepted during
+        the step before, a read of what they change waited through several steps)."""
+        with self._cv:
+            reads: list[_Control] = []
+            queue = self._queue
+            while not self._stopping and queue:
+                head = queue[0]
+                if not isinstance(head, _Control) or not head.reads or head.seq > seq:
+                    break
+                reads.append(head)
+                queue.popleft()
+        for read in reads:
+            self._control(read)
 
     def _accept_guarded(self, cmd: WriteCommand) -> bool:
         """:meth:`accept_write`, where a bug refuses the write (500 ``internal``) instead of

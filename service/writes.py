@@ -73,6 +73,7 @@ class WriteCommand:
     # the table a socket's write must be (not one made since under its name), when
     # ``parsed`` is None
     bound: TableShape | None = None
+    seq: int = -1  # its place in the runtime's queue (``Runtime._enqueue``)
 
     def reject(self, error: BaseException) -> None:
         self.state = WriteState.REJECTED

@@ -588,6 +588,33 @@ def test_writes_sent_during_a_long_write_step_are_accepted_in_it(tmp_path) -> No
         assert done["outputs"] == {"plain": [{"data": {"x": 5}, "time": t, "diff": 1}]}
 
 
+def test_a_read_waiting_on_a_step_is_answered_before_the_writes_accepted_in_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A read of what a long step writes waits for the step, and is answered as soon as it
+    ends, before the step of a write accepted during it but sent after the read (audit 73:
+    under a stream of such writes the read waited through several steps, seeing each)."""
+    rounds = 100_000  # seconds of rounds (about 50 us each)
+    with _long_steps(tmp_path, 3, 3) as (_s, c, (writer, viewer, more), pool):
+        make_table(c, "start", [("x", "int")])
+        make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
+        make_view(c, "mirror", {"op": "table", "name": "start"})
+        long = _stepping(c, pool, writer, "start", 0)
+        mirrored = pool.submit(viewer.get, "/v1/views/mirror/rows")
+        _wait_for_queue(c, 1)  # it waits for the step
+        sent = c.post(
+            "/v1/tables/start/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]}
+        )
+        assert sent.status_code == 202 and not long.done()
+        # a read sent after the write accepted waits for its step, and sees it
+        after = pool.submit(more.get, "/v1/views/mirror/rows")
+        t = long.result(timeout=600).json()["times"][0]
+        read = mirrored.result(timeout=600).json()
+        assert read["time"] == t and read["rows"] == [{"data": {"x": 0}, "count": 1}]
+        assert c.get(f"/v1/completions/{sent.json()['token']}").status_code == 202
+        rows = after.result(timeout=600).json()["rows"]
+        assert sorted(r["data"]["x"] for r in rows) == [0, 1]
+        assert c.get(f"/v1/completions/{sent.json()['token']}").status_code == 200
+
+
 def test_a_write_behind_a_queued_table_change_is_checked_after_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A write sent while a table's creation, or its drop and creation again, wait behind a
     long step is checked against the tables once they have run (audit 73: it was checked on
