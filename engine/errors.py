@@ -4,7 +4,7 @@ One hierarchy; callers catch ``EngineError`` or one of its branches::
 
     EngineError
      ├── SchemaError          columns, types or arities that do not fit an operator
-     ├── TimeError            a time of the wrong dimension, or not at/beyond a frontier
+     ├── TimeError            a time of the wrong dimension, 2**63 - 1, or not at/beyond a frontier
      ├── ExpressionError      an expression that does not type-check
      ├── GraphError           wiring that the dataflow cannot run (scopes, dropped parts)
      ├── IterationLimitError  an iterate that found no fixed point within its round limit

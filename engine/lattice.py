@@ -23,6 +23,7 @@ from numba import njit
 from engine.errors import TimeError
 
 __all__ = [
+    "NO_TIME",
     "Antichain",
     "advance_by",
     "as_times",
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 TimeLike = int | Sequence[int]
+# the compiled kernels' "no time" (an infinite bound): no update may be at it
+NO_TIME = int(np.iinfo(np.int64).max)
 
 
 def as_times(values: object, dims: int) -> np.ndarray:

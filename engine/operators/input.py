@@ -12,7 +12,7 @@ import numpy as np
 
 from engine.batch import UpdateBatch
 from engine.errors import SchemaError, TimeError
-from engine.lattice import Antichain, as_times, time_tuples
+from engine.lattice import NO_TIME, Antichain, as_times, time_tuples
 from engine.operators.base import Operator, Scope
 from engine.schema import ColumnType, Schema, encode
 
@@ -66,6 +66,10 @@ class InputHandle:
         if batch.dims != self.op.dims:
             raise TimeError(f"expected times with {self.op.dims} coordinate(s), got {batch.dims}")
         if len(batch):
+            if batch.times.max() == NO_TIME:
+                raise TimeError(
+                    f"times must be below 2**63 - 1 (the engine keeps {NO_TIME} for no time)"
+                )
             beyond = self.frontier.beyond(batch.times)
             if not beyond.all():
                 t = time_tuples(batch.times[:, ~beyond][:, :1])[0]

@@ -37,3 +37,18 @@ def test_diffs_and_times_must_match_the_rows() -> None:
     with pytest.raises(SchemaError):
         h.send_columns([np.array([1, 2])], np.array([0, 1, 2]), 1)
     assert h.op.buffer == []
+
+
+def test_an_update_at_the_time_kept_for_no_time_is_refused() -> None:
+    """The kernels keep 2**63 - 1 for "no time": an update there is a TimeError, and the
+    input is left as it was; a frontier may name it."""
+    g = Graph()
+    h, c = g.new_input([("x", "int")])
+    out = c.distinct().capture()
+    with pytest.raises(TimeError, match="below 2"):
+        h.send_rows([(1,), (2,)], 2**63 - 1)
+    h.send_rows([(1,)], 2**63 - 2)
+    h.advance_to(2**63 - 1)
+    g.step()
+    b = out.drain()
+    assert b.data.tolist() == [[1]] and b.times.tolist() == [[2**63 - 2]]
