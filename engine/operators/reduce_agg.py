@@ -25,7 +25,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.operators.reduce_line import pinned_round
+from engine.operators.reduce_line import (
+    line_complete_below,
+    step_tail,
+    tail_ceilings,
+    under_tail,
+)
 from engine.operators.reduce_set_line import most_records
 from engine.operators.reduce_step import (
     StepResult,
@@ -78,6 +83,7 @@ def _copy_key(
     k: int,
     nv: int,
     d: int,
+    tail: np.ndarray,
     vals: np.ndarray,
     t0: np.ndarray,
     t1: np.ndarray,
@@ -86,7 +92,9 @@ def _copy_key(
 ) -> int:
     """Key ``k``'s records in every batch of a seek table (``record_ranges``: ``lo``, ``hi``)
     copied into the scratch (``nv`` value rows, first and second time coordinate, diff),
-    batch after batch; ``runs[i]`` starts batch run ``i``. Returns the number of runs."""
+    batch after batch; ``runs[i]`` starts batch run ``i``. Returns the number of runs. With
+    three or more time coordinates, ``t1`` is 0 for a record at or below ``tail`` in the
+    trailing ones (it counts on the line there), else 1."""
     n = nr = 0
     for b in range(lo.shape[0]):
         if lo[b, k] < 0:
@@ -98,7 +106,10 @@ def _copy_key(
             for c in range(nv):
                 vals[c, n] = bv[c, rec]
             t0[n] = bt[0, rec]
-            t1[n] = bt[1, rec] if d == 2 else 0
+            if d == 2:
+                t1[n] = bt[1, rec]
+            else:
+                t1[n] = 0 if d == 1 or under_tail(bt, rec, tail) else 1
             x[n] = bd[rec]
             n += 1
     runs[nr] = n
@@ -192,6 +203,7 @@ def line_agg_differences(
     felems: np.ndarray,
     exact: bool,
     r: int,
+    tail: np.ndarray,
     kv: int,
     fns: np.ndarray,
     cols: np.ndarray,
@@ -201,7 +213,8 @@ def line_agg_differences(
     ``felems``, aggregates ``fns`` over value columns ``cols``: (output owner, output values
     ``(len(fns), m)``, output first coordinates, output differences, pending owner, pending
     times ``(d, P)``), the output by key, then values, then time, the pending times by key,
-    then time. Output times are at round ``r``.
+    then time. Output times are at round ``r``; with three or more dimensions (``r`` 0),
+    at trailing coordinates ``tail``, every new time's.
 
     Per key, its records are copied out of every batch of both spines (each batch's run
     sorted by value row, then time); the first coordinates above its least new time, and
@@ -247,10 +260,11 @@ def line_agg_differences(
     q1 = np.zeros(ne, np.int64)
     for e in range(ne):
         q1[e] = max(r, felems[e, 1]) if d == 2 else 0
-    complete_below = _INF  # a point (p, r) is complete iff p is below this
-    for e in range(ne):
-        if d == 1 or felems[e, 1] <= r:
-            complete_below = min(complete_below, felems[e, 0])
+    complete_below = line_complete_below(felems, d, r, tail)
+    # three or more dimensions: per frontier element, a key's pending trailing coordinates
+    # and their ranks (``tail_ceilings``)
+    ceil = np.empty((max(d - 1, 1), ne), np.int64)
+    rep = np.empty(ne, np.int64)
     best = np.empty(ne, np.int64)
     # a frontier element two or more rounds ahead needs each record's round compared with
     # it; otherwise ``best`` follows from the least later round among a key's records
@@ -282,8 +296,10 @@ def line_agg_differences(
         for e in range(ne):
             best[e] = r if (d == 2 and r >= q1[e]) else _INF
         later = _INF  # the least round after r among the key's records
-        nri = _copy_key(in_table, i_lo, i_hi, k, kv, d, in_vals, in_t0, in_t1, in_x, in_runs)
-        nro = _copy_key(out_table, o_lo, o_hi, k, na, d, out_vals, out_t0, out_t1, out_x, out_runs)
+        nri = _copy_key(in_table, i_lo, i_hi, k, kv, d, tail, in_vals, in_t0, in_t1, in_x, in_runs)
+        nro = _copy_key(
+            out_table, o_lo, o_hi, k, na, d, tail, out_vals, out_t0, out_t1, out_x, out_runs
+        )
         # the distinct first coordinates above the least new time, and the new times'
         L = 0
         for side in range(3):
@@ -317,6 +333,10 @@ def line_agg_differences(
         for e in range(ne):
             if d == 2 and q1[e] == r + 1:
                 best[e] = min(best[e], later)
+        if d > 2:
+            tail_ceilings(
+                (in_table, out_table), (i_lo, o_lo), (i_hi, o_hi), k, felems, tail, ceil, best, rep
+            )
         nc = 0  # the candidates: the complete ones, a prefix
         while nc < L and v[nc] < complete_below:
             nc += 1
@@ -418,8 +438,9 @@ def line_agg_differences(
                 r_diff[nr] = diff
                 nr += 1
         ng = pending_ceilings(
-            k, n_lo[k], n_lo[k + 1], n_times, felems, best, v, L, pend0, pend1, g_owner, g_times, ng
-        )
+            k, n_lo[k], n_lo[k + 1], n_times, felems, best, v, L, pend0, pend1, g_owner, g_times,
+            ng, ceil, rep,
+        )  # fmt: skip
     return (
         r_owner[:nr],
         r_vals[:, :nr].copy(),
@@ -466,9 +487,10 @@ def agg_step(
         d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, felems, exact, -1
     )
     nn, nkeys = owner.shape[0], k_codes.shape[0]
-    r = pinned_round(n_times, felems) if nn else 0
-    if r < 0:
+    applies, tail = step_tail(n_times, felems) if nn else (True, np.zeros(max(d - 1, 0), np.int64))
+    if not applies:
         return False, z1, zk, zt, z1, zk, z1, np.zeros((na, 0), np.int64), zt, z1, zk
+    r = tail[0] if d == 2 else 0
     if nn == 0:
         ko, o_vals, o_t0, diffs, g_owner, g_times = z1, np.zeros((na, 0), np.int64), z1, z1, z1, zt
     else:
@@ -483,12 +505,13 @@ def agg_step(
             felems,
             exact,
             r,
+            tail,
             kv,
             fns,
             cols,
         )
     out_codes, out_keys, out_offsets, out_times, out_rows = step_output(
-        ko, o_t0, o_vals, r, d, k_codes, k_keys, key_index, val_index, ncols
+        ko, o_t0, o_vals, tail, d, k_codes, k_keys, key_index, val_index, ncols
     )
     new_codes, new_keys, new_times = merge_pending(
         w_codes, w_keys, w_times, nw, g_owner, g_times, k_codes, k_keys, exact

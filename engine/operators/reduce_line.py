@@ -14,8 +14,18 @@ from numba import njit
 
 from engine.operators.reduce_scalar import group_by_owner
 from engine.sort_kernels import finish_run
+from engine.trace.seek import batch_records
 
-__all__ = ["line_candidates", "line_grid", "pinned_round", "pinned_tail", "point_complete"]
+__all__ = [
+    "line_candidates",
+    "line_complete_below",
+    "line_grid",
+    "pinned_round",
+    "pinned_tail",
+    "point_complete",
+    "step_tail",
+    "tail_ceilings",
+]
 
 _INF = np.iinfo(np.int64).max
 
@@ -236,6 +246,132 @@ def pinned_tail(new_times: np.ndarray, felems: np.ndarray) -> bool:
         if not found:
             return False
     return True
+
+
+@njit(cache=True, nogil=True)
+def step_tail(new_times: np.ndarray, felems: np.ndarray) -> tuple[bool, np.ndarray]:
+    """The shape the one-call steps apply to, and the trailing coordinates ``(d - 1,)`` every
+    new time has there: for two dimensional times :func:`pinned_round` (a loop round), for
+    more :func:`pinned_tail` (a round of nested loops); one dimensional times always."""
+    d = new_times.shape[0]
+    tail = np.zeros(max(d - 1, 0), np.int64)
+    if d == 1:
+        return True, tail
+    if d == 2:
+        r = pinned_round(new_times, felems)
+        tail[0] = r
+        return r >= 0, tail
+    if not pinned_tail(new_times, felems):
+        return False, tail
+    for j in range(d - 1):
+        tail[j] = new_times[j + 1, 0]
+    return True, tail
+
+
+@njit(cache=True, nogil=True)
+def line_complete_below(felems: np.ndarray, d: int, r: int, tail: np.ndarray) -> int:
+    """The one-call steps' points on a line, ``(p, r)`` (``(p, *tail)`` with three or more
+    dimensions; ``(p,)`` with one), are complete (:func:`point_complete`) iff ``p`` is below
+    this."""
+    below = _INF
+    for e in range(felems.shape[0]):
+        under = True
+        if d == 2:
+            under = felems[e, 1] <= r
+        elif d > 2:
+            for j in range(d - 1):
+                under = under and felems[e, j + 1] <= tail[j]
+        if under:
+            below = min(below, felems[e, 0])
+    return below
+
+
+@njit(cache=True, nogil=True, inline="always")
+def under_tail(times: np.ndarray, rec: int, tail: np.ndarray) -> bool:
+    """Whether record ``rec`` of ``times`` is at or below ``tail`` in every trailing
+    coordinate (it counts at the points of a line there)."""
+    for j in range(tail.shape[0]):  # noqa: SIM110 - compiled: no generators
+        if times[j + 1, rec] > tail[j]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def tail_ceilings(
+    tables: tuple[np.ndarray, np.ndarray],
+    los: tuple[np.ndarray, np.ndarray],
+    his: tuple[np.ndarray, np.ndarray],
+    k: int,
+    felems: np.ndarray,
+    tail: np.ndarray,
+    ceil: np.ndarray,
+    rank: np.ndarray,
+    rep: np.ndarray,
+) -> None:
+    """For times of three or more dimensions on a line at ``tail``: key ``k``'s pending
+    trailing coordinates per frontier element ``e`` (:func:`line_candidates`' grid
+    ceilings): in each trailing dimension ``j``, ``tail[j]`` where the element is at or
+    below it, else the key's least record coordinate (in both seek tables) at or above
+    the element's, into ``ceil[:, e]``. ``rank[e]``: the element's place among the distinct
+    ceilings in lexicographic order (``_INF`` where a dimension has none: no pending time),
+    ``rep[q]`` an element of rank ``q``."""
+    ne, dt = felems.shape[0], tail.shape[0]
+    d = dt + 1
+    for e in range(ne):
+        for j in range(dt):
+            ceil[j, e] = tail[j] if felems[e, j + 1] <= tail[j] else _INF
+    for side in range(2):
+        table, lo, hi = tables[side], los[side], his[side]
+        for b in range(lo.shape[0]):
+            if lo[b, k] < 0:
+                continue
+            times = batch_records(table, b, d)[0]
+            for rec in range(lo[b, k], hi[b, k]):
+                for e in range(ne):
+                    for j in range(dt):
+                        f, x = felems[e, j + 1], times[j + 1, rec]
+                        if f > tail[j] and f <= x < ceil[j, e]:
+                            ceil[j, e] = x
+    nq = 0  # the distinct ceilings, in lexicographic order: by insertion (few elements)
+    for e in range(ne):
+        rank[e] = _INF
+        if _missing(ceil, e):
+            continue
+        at = nq
+        for q in range(nq):
+            c = _compare(ceil, e, rep[q])
+            if c <= 0:
+                at = q if c < 0 else -1
+                break
+        if at < 0:
+            continue
+        for q in range(nq, at, -1):
+            rep[q] = rep[q - 1]
+        rep[at] = e
+        nq += 1
+    for e in range(ne):
+        if not _missing(ceil, e):
+            for q in range(nq):
+                if _compare(ceil, e, rep[q]) == 0:
+                    rank[e] = q
+                    break
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _missing(ceil: np.ndarray, e: int) -> bool:
+    for j in range(ceil.shape[0]):  # noqa: SIM110 - compiled: no generators
+        if ceil[j, e] == _INF:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _compare(ceil: np.ndarray, a: int, b: int) -> int:
+    """Columns ``a`` and ``b`` of ``ceil`` in lexicographic order: -1, 0 or 1."""
+    for j in range(ceil.shape[0]):
+        if ceil[j, a] != ceil[j, b]:
+            return -1 if ceil[j, a] < ceil[j, b] else 1
+    return 0
 
 
 @njit(cache=True, nogil=True)

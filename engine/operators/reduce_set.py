@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.operators.reduce_line import pinned_round
+from engine.operators.reduce_line import step_tail
 from engine.operators.reduce_set_line import line_set_differences
 from engine.operators.reduce_step import StepResult, merge_pending, step_output, walk_new_times
 
@@ -75,20 +75,21 @@ def set_step(
         d_codes, d_keys, d_offsets, d_times, p_codes, p_keys, p_times, felems, exact, early
     )
     nn, nkeys = owner.shape[0], k_codes.shape[0]
-    r = pinned_round(n_times, felems) if nn else 0
-    if r < 0:
+    applies, tail = step_tail(n_times, felems) if nn else (True, np.zeros(max(d - 1, 0), np.int64))
+    if not applies:
         return False, z1, zk, zt, z1, zk, z1, zk, zt, z1, zk
+    r = tail[0] if d == 2 else 0
     # histories, candidate line, differences, pending times
     if nn == 0:
         ko, o_t0, diffs, g_owner, g_times = z1, z1, z1, z1, zt
     else:
         ko, o_t0, diffs, g_owner, g_times = line_set_differences(
             nkeys, k_codes, k_keys, owner, n_times, in_table, out_table, felems, exact, at_least, r,
-            ahead,
+            tail, ahead,
         )  # fmt: skip
     vals = np.zeros((0, diffs.shape[0]), np.int64)
     out_codes, out_keys, out_offsets, out_times, out_rows = step_output(
-        ko, o_t0, vals, r, d, k_codes, k_keys, columns, z1, kk
+        ko, o_t0, vals, tail, d, k_codes, k_keys, columns, z1, kk
     )
     new_codes, new_keys, new_times = merge_pending(
         w_codes, w_keys, w_times, nw, g_owner, g_times, k_codes, k_keys, exact

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.operators.reduce_line import line_complete_below, tail_ceilings, under_tail
 from engine.operators.reduce_step import pending_ceilings
 from engine.trace.seek import batch_records, prefetch_records, record_ranges
 from engine.wrapping import wrapping_add
@@ -134,12 +135,15 @@ def line_set_differences(
     exact: bool,
     at_least: int,
     r: int,
+    tail: np.ndarray,
     ahead: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For keys with new times (``owner`` ascending, times ``(d, n)`` all at round ``r``
     when ``d == 2``) against the input and output spines at frontier ``felems``: (output
     owner, output first coordinates, output differences, pending owner, pending times
-    ``(d, P)``), both by key, then time, ascending. The output's times are at round ``r``.
+    ``(d, P)``), both by key, then time, ascending. The output's times are at round ``r``;
+    with three or more dimensions (``r`` 0), at trailing coordinates ``tail``, every new
+    time's.
     With ``ahead``, a pending time at the round element goes to the key's first later round
     where its output would change (``_first_change``)."""
     d = n_times.shape[0]
@@ -163,11 +167,11 @@ def line_set_differences(
     q1 = np.zeros(ne, np.int64)
     for e in range(ne):
         q1[e] = max(r, felems[e, 1]) if d == 2 else 0
-    # a point (p, r) is complete (reduce_line.point_complete) iff p is below this
-    complete_below = _INF
-    for e in range(ne):
-        if d == 1 or felems[e, 1] <= r:
-            complete_below = min(complete_below, felems[e, 0])
+    complete_below = line_complete_below(felems, d, r, tail)
+    # three or more dimensions: per frontier element, a key's pending trailing coordinates
+    # and their ranks (``tail_ceilings``)
+    ceil = np.empty((max(d - 1, 1), ne), np.int64)
+    rep = np.empty(ne, np.int64)
     best = np.empty(ne, np.int64)
     # a frontier element two or more rounds ahead needs each record's round compared with
     # it; otherwise ``best`` follows from the least later round among a key's records
@@ -223,7 +227,10 @@ def line_set_differences(
                     continue
                 times, diffs = batch_records(table, b, d)
                 for rec in range(lo[b, k], hi[b, k]):
-                    t1 = times[1, rec] if d == 2 else 0
+                    if d == 2:
+                        t1 = times[1, rec]
+                    else:  # three or more: 0 for a record that counts on the line, else 1
+                        t1 = 0 if d == 1 or under_tail(times, rec, tail) else 1
                     if t1 > r:
                         later = min(later, t1)
                         if bump >= 0:
@@ -262,6 +269,10 @@ def line_set_differences(
         for e in range(ne):
             if d == 2 and q1[e] == r + 1:
                 best[e] = min(best[e], later)
+        if d > 2:
+            tail_ceilings(
+                (in_table, out_table), (i_lo, o_lo), (i_hi, o_hi), k, felems, tail, ceil, best, rep
+            )
         for i in range(n_lo[k], n_lo[k + 1]):
             t0 = n_times[0, i]
             j = L
@@ -311,6 +322,7 @@ def line_set_differences(
                 at_least,
             )
         ng = pending_ceilings(
-            k, n_lo[k], n_lo[k + 1], n_times, felems, best, v, L, pend0, pend1, g_owner, g_times, ng
-        )
+            k, n_lo[k], n_lo[k + 1], n_times, felems, best, v, L, pend0, pend1, g_owner, g_times,
+            ng, ceil, rep,
+        )  # fmt: skip
     return r_owner[:nr], r_t0[:nr], r_diff[:nr], g_owner[:ng], g_times[:, :ng].copy()

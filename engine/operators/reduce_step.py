@@ -317,20 +317,25 @@ def pending_ceilings(
     g_owner: np.ndarray,
     g_times: np.ndarray,
     ng: int,
+    ceil: np.ndarray,
+    rep: np.ndarray,
 ) -> int:
     """Key ``k``'s new pending times, written to ``g_owner``/``g_times`` from ``ng`` on
     (returns the new count), for the line kernels (``reduce_set_line``, ``reduce_agg``): per
     frontier element ``e``, each of the key's new times ``n_times[:, lo:hi]`` joined with it
     goes to the least of the key's distinct first coordinates ``v[:L]`` at or above it, at
     the least round ``best[e]`` at or above the element's (grid ceilings), distinct and
-    sorted through the scratch ``pend0``/``pend1``. One call per key: passing the arrays
-    costs no more than the section written inline in each kernel did (replayed)."""
+    sorted through the scratch ``pend0``/``pend1``. With three or more dimensions,
+    ``best[e]`` is instead the rank of the element's trailing coordinates, ``ceil[:, e]``,
+    and ``rep[q]`` an element of rank ``q`` (``reduce_line.tail_ceilings``). One call per
+    key: passing the arrays costs no more than the section written inline in each kernel
+    did (replayed)."""
     d = n_times.shape[0]
     np_ = 0
     for e in range(felems.shape[0]):
-        if d == 2 and best[e] == _INF:
+        if d >= 2 and best[e] == _INF:
             continue
-        q1_ = best[e] if d == 2 else 0
+        q1_ = best[e] if d >= 2 else 0
         for i in range(lo, hi):
             q0 = max(n_times[0, i], felems[e, 0])
             if q0 == n_times[0, i]:  # a new time's own coordinate: one of the distinct
@@ -360,6 +365,10 @@ def pending_ceilings(
         g_times[0, ng] = pend0[i]
         if d == 2:
             g_times[1, ng] = pend1[i]
+        elif d > 2:
+            e = rep[pend1[i]]
+            for j in range(d - 1):
+                g_times[j + 1, ng] = ceil[j, e]
         ng += 1
     return ng
 
@@ -369,7 +378,7 @@ def step_output(
     ko: np.ndarray,
     o_t0: np.ndarray,
     vals: np.ndarray,
-    r: int,
+    tail: np.ndarray,
     d: int,
     k_codes: np.ndarray,
     k_keys: np.ndarray,
@@ -379,7 +388,7 @@ def step_output(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A step's output differences as a trace batch (they come by key, then values, then
     time: in trace order): owner ``ko`` into the keys ``k_codes``/``k_keys``, values
-    ``vals``, first coordinates ``o_t0``, at round ``r`` when ``d == 2``. Returns the batch's
+    ``vals``, first coordinates ``o_t0``, trailing coordinates ``tail``. Returns the batch's
     codes, keys, offsets and times, and its ``ncols`` rows: key column ``j`` as row
     ``key_index[j]``, value ``a`` as row ``val_index[a]``."""
     kk, m = k_keys.shape[0], ko.shape[0]
@@ -400,8 +409,8 @@ def step_output(
             out_offsets[u] = i
             u += 1
         out_times[0, i] = o_t0[i]
-        if d == 2:
-            out_times[1, i] = r
+        for j in range(d - 1):
+            out_times[j + 1, i] = tail[j]
         for j in range(kk):
             out_rows[key_index[j], i] = k_keys[j, ko[i]]
         for a in range(vals.shape[0]):

@@ -400,6 +400,7 @@ def test_key_pass_equals_the_general_grid(
         fe,
         True,
         r,
+        np.full(d - 1, r, np.int64),
         2,
         fns,
         cols,

@@ -730,6 +730,7 @@ def test_key_by_key_set_step_equals_the_grid_and_sweep(
         exact,
         at_least,
         r,
+        np.full(d - 1, r, np.int64),
         ahead,
     )
     i_owner, _, i_times, i_diffs = gather_spine(k_codes, k_keys, ins.seek_table(), exact, 0, d)
