@@ -21,6 +21,7 @@ from engine.schema import decode, encode
 from service.errors import Invalid
 
 __all__ = [
+    "TIME_MAX",
     "TIME_TEXT",
     "ColumnBuilder",
     "check_value",
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# the latest time an update may have: the engine's kernels keep INT64_MAX for "no time" (a
+# frontier may name it: advancing there completes every time an update can have)
+TIME_MAX = INT64_MAX - 1
 # a time in a query string (``as_of``): ``T``, or ``T1,T2`` for several coordinates; ASCII
 # digits only (no sign, space, ``_`` or other scripts' digits, which ``int`` would take)
 TIME_TEXT = re.compile(r"[0-9]+(,[0-9]+)*")
@@ -237,12 +241,13 @@ def decode_rows(data: np.ndarray, schema: Schema, interner: StringInterner) -> l
     )
 
 
-def time_from_wire(value: Any, dims: int, path: str) -> tuple[int, ...]:
-    """A wire time as a tuple of ``dims`` non-negative ints."""
+def time_from_wire(value: Any, dims: int, path: str, top: int = TIME_MAX) -> tuple[int, ...]:
+    """A wire time as a tuple of ``dims`` non-negative ints, each at most ``top``."""
+    below = "2**63 - 1" if top == TIME_MAX else "2**63"
     if dims == 1:  # an integer: API.md keeps lists for times of several dimensions
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT64_MAX:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
             raise Invalid(
-                f"{path} must be a non-negative integer time below 2**63",
+                f"{path} must be a non-negative integer time below {below}",
                 {"path": path},
                 "bad_time",
             )
@@ -250,12 +255,10 @@ def time_from_wire(value: Any, dims: int, path: str) -> tuple[int, ...]:
     if (
         not isinstance(value, list)
         or len(value) != dims
-        or any(
-            isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= INT64_MAX for v in value
-        )
+        or any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= top for v in value)
     ):
         raise Invalid(
-            f"{path} must be a list of {dims} non-negative integers below 2**63",
+            f"{path} must be a list of {dims} non-negative integers below {below}",
             {"path": path},
             "bad_time",
         )
@@ -274,7 +277,8 @@ def time_from_text(text: str, dims: int, path: str) -> tuple[int, ...]:
     # digits beyond int64's 19 are out of range (int() refuses more than 4,300 of them)
     digits = [part.lstrip("0") or "0" for part in text.split(",")]
     values = [int(d) if len(d) <= 19 else INT64_MAX + 1 for d in digits]
-    return time_from_wire(values[0] if len(values) == 1 and dims == 1 else values, dims, path)
+    value = values[0] if len(values) == 1 and dims == 1 else values
+    return time_from_wire(value, dims, path, INT64_MAX)  # a time read at, not written
 
 
 def time_to_wire(t: Sequence[int]) -> int | list[int]:
@@ -302,7 +306,7 @@ def frontier_from_wire(value: Any, dims: int, path: str) -> Antichain:
         items = value
     else:
         raise Invalid(f"{path} must be a time or a list of times", {"path": path}, "bad_time")
-    times = [time_from_wire(v, dims, f"{path}[{i}]") for i, v in enumerate(items)]
+    times = [time_from_wire(v, dims, f"{path}[{i}]", INT64_MAX) for i, v in enumerate(items)]
     return Antichain(times, dims) if times else Antichain.closed(dims)
 
 

@@ -24,6 +24,7 @@ from engine import Antichain, Schema, StringInterner, UpdateBatch
 from engine.hashing import key_codes
 from engine.lattice import time_tuples
 from service.codec import (
+    TIME_MAX,
     ColumnBuilder,
     checked_column,
     count_total,
@@ -113,6 +114,10 @@ def parse_write(
     default_time = None
     if "time" in body and "columns" not in body:  # the row form's default time, checked even
         default_time = _time(body["time"], shape, "time")  # when there are no rows
+    if not {"updates", "columns", "advance_to"} & set(body):
+        raise _invalid(
+            "updates", "a write gives 'updates' (or 'columns'), or 'advance_to', or both"
+        )
     if "columns" in body:
         parsed = _parse_columnar(body, shape, interner, max_batch)
     else:
@@ -313,7 +318,7 @@ def _row_times(value: list, shape: TableShape) -> np.ndarray:
             flat = None
             if set(map(type, value)) == {list} and set(map(len, value)) == {shape.dims}:
                 flat = list(itertools.chain.from_iterable(value))
-        array = _ints(flat, 0, 2**63 - 1) if flat is not None else None
+        array = _ints(flat, 0, TIME_MAX) if flat is not None else None
         if array is not None:
             return np.ascontiguousarray(array.reshape(len(value), shape.dims).T)
     ts = [_time(v, shape, f"time[{i}]") for i, v in enumerate(value)]
@@ -488,6 +493,7 @@ def _apply_keys(
     ops = parsed.ops.tolist()
     weights = parsed.weights.tolist()
     overlay: dict[tuple, tuple] = {}  # key -> the row it holds after the updates so far
+    placed: dict[tuple, int] = {}  # key -> the update of this write that put its row there
     dead: set[tuple] = set()  # keys the updates so far removed
     out_rows, out_w, out_t = [], [], []
     for i, (row_l, op, w) in enumerate(zip(rows, ops, weights, strict=True)):
@@ -510,9 +516,14 @@ def _apply_keys(
                 continue
             if w == 1:
                 if current is not None:
+                    where = (
+                        f"in table {shape.name!r}"
+                        if key not in placed
+                        else f"(this write's {parsed.row_path.format(placed[key])} put it there)"
+                    )
                     raise Invalid(
                         f"{path}: key {_key_text(shape, key, interner)} is already present "
-                        f"in table {shape.name!r}; use upsert to replace it",
+                        f"{where}; use upsert to replace it",
                         {"path": path},
                         "key_present",
                     )
@@ -532,9 +543,11 @@ def _apply_keys(
                 )
         if w == 1:
             overlay[key] = row
+            placed[key] = i
             dead.discard(key)
         else:
             overlay.pop(key, None)
+            placed.pop(key, None)
             dead.add(key)
         out_rows.append(row)
         out_w.append(w)

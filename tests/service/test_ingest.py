@@ -321,7 +321,8 @@ def test_a_refused_columnar_write_interns_no_string() -> None:
 
 def test_a_default_time_is_checked_without_rows() -> None:
     """A write's top-level ``time`` is checked even when no update would take it; a
-    ``diff`` without ``columns`` is refused, not ignored."""
+    ``diff`` without ``columns`` is refused, not ignored; so is a write of nothing (no
+    ``updates``, ``columns`` or ``advance_to``: audit 79)."""
     shape = TableShape("t", Schema.of([("a", "int")]), (), "client", 1)
     for body in ({"time": [[{}]]}, {"time": -1}, {"updates": [], "time": "1"}):
         with pytest.raises(Invalid) as info:
@@ -331,7 +332,11 @@ def test_a_default_time_is_checked_without_rows() -> None:
         with pytest.raises(Invalid, match="columnar form") as info:
             parse_write(body, shape, StringInterner(), 100)
         assert info.value.detail == {"path": "diff"}
-    assert parse_write({"time": 3}, shape, StringInterner(), 100).size == 0
+    assert parse_write({"updates": [], "time": 3}, shape, StringInterner(), 100).size == 0
+    for body in ({}, {"time": 3}):  # nothing to write: a misspelt field, most likely
+        with pytest.raises(Invalid, match="a write gives") as info:
+            parse_write(body, shape, StringInterner(), 100)
+        assert info.value.detail == {"path": "updates"}
     server = TableShape("s", Schema.of([("a", "int")]), (), "server", 1)
     with pytest.raises(Invalid, match="server-timed"):
         parse_write({"time": 3}, server, StringInterner(), 100)
