@@ -58,7 +58,17 @@ T = TypeVar("T")
 
 
 class _Control:
-    __slots__ = ("_claimed", "drops", "fn", "future", "reads", "seq", "subject", "table")
+    __slots__ = (
+        "_claimed",
+        "drops",
+        "fn",
+        "future",
+        "reads",
+        "seen_in",
+        "seq",
+        "subject",
+        "table",
+    )
 
     def __init__(
         self,
@@ -79,6 +89,8 @@ class _Control:
         self.table = table
         self.future: Future = Future()
         self.seq = -1  # its place in the queue (``Runtime._enqueue``)
+        # a change: the step during which the queue's scan first saw it (``_passing``)
+        self.seen_in = -1
         self._claimed = threading.Lock()
 
     def claim(self) -> bool:
@@ -337,25 +349,36 @@ class Runtime:
         return None
 
     def _passing(
-        self, read_now: Callable[[_Control], bool], took: Callable[[WriteCommand], None]
+        self,
+        read_now: Callable[[_Control], bool],
+        took: Callable[[WriteCommand], None],
+        stepping: bool,
     ) -> list[WriteCommand | _Control]:
         """(engine thread, holding ``_cv``) Take out of the queue, in order, the writes queued
         behind no change of their table (its creation or drop, a load into it: audit 73),
         telling ``took`` of each, and the reads queued before any change (audit 72) that
-        ``read_now`` lets pass, asked once the writes before them are taken."""
+        ``read_now`` lets pass, asked once the writes before them are taken. ``stepping``
+        (during a write step): no write passes a change already queued during an earlier
+        step, so that a stream of writes, each step accepting the next ones, holds a change
+        (and what is queued behind it) back for one more step at most (audit 77)."""
         taken: list[WriteCommand | _Control] = []
         rest: list[WriteCommand | _Control] = []
         changed = False  # a change seen: no read after it passes it
+        closed = False  # a change passed in an earlier step seen: no write passes it again
         tables: set[str] = set()  # the tables of the changes seen
         for item in self._queue:
             if isinstance(item, WriteCommand):
-                if item.table in tables:
+                if closed or item.table in tables:
                     rest.append(item)
                 else:
                     taken.append(item)
                     took(item)
             elif not item.reads:
                 changed = True
+                if item.seen_in < 0:
+                    item.seen_in = self.steps
+                elif stepping and item.seen_in < self.steps:
+                    closed = True
                 if item.table is not None:
                     tables.add(item.table)
                 rest.append(item)
@@ -380,7 +403,7 @@ class Runtime:
         with self._cv:
             if self._stopping:
                 return
-            taken = self._passing(lambda _: True, lambda _: None)
+            taken = self._passing(lambda _: True, lambda _: None, stepping=False)
         for item in taken:
             if isinstance(item, WriteCommand):
                 if self._accept_guarded(item):
@@ -421,7 +444,7 @@ class Runtime:
             if self._stopping:
                 return
             self._paused_at = self._queued
-            taken = self._passing(unchanged, took)
+            taken = self._passing(unchanged, took, stepping=True)
         for item in taken:
             if isinstance(item, _Control):
                 self._control(item)

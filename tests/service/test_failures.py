@@ -615,6 +615,40 @@ def test_a_read_waiting_on_a_step_is_answered_before_the_writes_accepted_in_it(t
         assert c.get(f"/v1/completions/{sent.json()['token']}").status_code == 200
 
 
+def test_a_change_queued_during_a_step_is_passed_by_no_write_in_the_next(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A table's creation queued during a long step is passed by the writes accepted in it,
+    but not by those sent during the next step, theirs: it runs once that step ends, before
+    them (audit 77: a stream of ``wait=false`` writes, each step accepting the next, held it
+    and everything queued behind it back until the stream stopped)."""
+    rounds = 100_000  # seconds of rounds (about 50 us each)
+    with _long_steps(tmp_path, 3, 3) as (_s, c, (writer, maker, late), pool):
+        make_table(c, "start", [("x", "int")])
+        make_table(c, "quiet", [("x", "int")])
+        make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
+        long = _stepping(c, pool, writer, "start", 0)
+        made = pool.submit(
+            maker.post,
+            "/v1/tables",
+            json={"name": "made", "columns": [{"name": "x", "type": "int"}]},
+        )
+        _wait_for_queue(c, 1)
+        # accepted during this step, ahead of the creation; its own step is long too
+        sent = c.post(
+            "/v1/tables/start/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]}
+        )
+        assert sent.status_code == 202 and not made.done()
+        token = sent.json()["token"]
+        assert long.result(timeout=600).json()["status"] == "done"
+        # the accepted write's step: a write sent now waits for it and for the creation
+        assert c.get(f"/v1/completions/{token}").status_code == 202
+        after = late.post(
+            "/v1/tables/quiet/updates?wait=false", json={"updates": [{"insert": {"x": 7}}]}
+        )
+        assert after.status_code == 202
+        assert c.get(f"/v1/completions/{token}").status_code == 200
+        assert made.result(timeout=600).status_code == 201
+
+
 def test_a_write_behind_a_queued_table_change_is_checked_after_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A write sent while a table's creation, or its drop and creation again, wait behind a
     long step is checked against the tables once they have run (audit 73: it was checked on
