@@ -148,57 +148,59 @@ class _Difflow:
         return consolidate(UpdateBatch(every.data, np.zeros_like(every.times), every.diffs))
 
 
+def label_plan(e: Any) -> Any:
+    """Every node of edges ``e`` with the least node reaching it along them: an iterate (in
+    ``e``'s scope) of join, concat and a ``min`` reduce."""
+    from engine import iterate
+
+    nodes = e.select(node="src").concat(e.select(node="dst")).distinct()
+    start = nodes.select(node="node", label="node")
+
+    def body(v: Any) -> Any:
+        step = v["l"].join(
+            e, on=[("node", "src")], columns={"node": "right.dst", "label": "left.label"}
+        )
+        return {"l": step.concat(start).reduce(["node"], {"label": ("min", "label")})}
+
+    return iterate({"l": start}, body, within=e.scope)["l"]
+
+
+def _trim(e: Any) -> Any:
+    """The edges of ``e`` whose ends have one label; reversed."""
+    from engine import col
+
+    lab = label_plan(e)
+    ends = {"src": "left.src", "dst": "left.dst"}
+    a = e.join(lab, on=[("src", "node")], columns={**ends, "ls": "right.label"})
+    b = a.join(
+        lab,
+        on=[("dst", "node")],
+        columns={**ends, "ls": "left.ls", "ld": "right.label"},
+    )
+    return b.filter(col("ls").eq(col("ld"))).select(src="dst", dst="src")
+
+
+def strong_plan(edges: Any) -> Any:
+    """The edges inside strong components, by edge trimming in nested loops (an outer loop
+    over the edges, trimmed forward and then backward)."""
+    from engine import iterate
+
+    return iterate({"e": edges}, lambda v: {"e": _trim(_trim(v["e"]))})["e"]
+
+
 class _DifflowStrong(_Difflow):
     """The edges inside strong components, by edge trimming in nested loops."""
 
     directed = True
 
     def __init__(self, w: Workload) -> None:
-        from engine import Graph, col, iterate
+        from engine import Graph
 
         self.w = w
         self.graph = Graph()
         self.nodes_in, _ = self.graph.new_input([("node", "int")])  # unread: load() feeds it
         self.edges_in, edges = self.graph.new_input([("src", "int"), ("dst", "int")])
-
-        def labels(e: Any) -> Any:
-            """Every node of ``e``'s edges with the least node reaching it along them."""
-            start = (
-                e.select(node="src")
-                .concat(e.select(node="dst"))
-                .distinct()
-                .select(node="node", label="node")
-            )
-
-            def body(v: Any) -> Any:
-                step = v["l"].join(
-                    e, on=[("node", "src")], columns={"node": "right.dst", "label": "left.label"}
-                )
-                return {"l": step.concat(start).reduce(["node"], {"label": ("min", "label")})}
-
-            return iterate({"l": start}, body, within=e.scope)["l"]
-
-        def trim(e: Any) -> Any:
-            """The edges of ``e`` whose ends have one label; reversed."""
-            lab = labels(e)
-            a = e.join(
-                lab,
-                on=[("src", "node")],
-                columns={"src": "left.src", "dst": "left.dst", "ls": "right.label"},
-            )
-            b = a.join(
-                lab,
-                on=[("dst", "node")],
-                columns={
-                    "src": "left.src",
-                    "dst": "left.dst",
-                    "ls": "left.ls",
-                    "ld": "right.label",
-                },
-            )
-            return b.filter(col("ls").eq(col("ld"))).select(src="dst", dst="src")
-
-        strong = iterate({"e": edges}, lambda v: {"e": trim(trim(v["e"]))})["e"]
+        strong = strong_plan(edges)
         self.capture = strong.capture()
         self.parts: list[Any] = []
         self.changes = 0

@@ -19,46 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.components import strong_plan
 from engine import Graph, col, iterate
 from engine.operators.reduce_agg import agg_step
 from engine.operators.reduce_set import set_step
 from tests.engine.splitting import every_call_split
 from tests.engine.test_reduce_agg import _general_steps, _outputs
 from tests.engine.test_reduce_paths import _reduces
-
-
-def _labels(e: Any) -> Any:
-    """Every node of ``e``'s edges with the least node reaching it along them."""
-    start = e.select(node="src").concat(e.select(node="dst")).distinct()
-    start = start.select(node="node", label="node")
-
-    def body(v: Any) -> Any:
-        step = v["l"].join(
-            e, on=[("node", "src")], columns={"node": "right.dst", "label": "left.label"}
-        )
-        return {"l": step.concat(start).reduce(["node"], {"label": ("min", "label")})}
-
-    return iterate({"l": start}, body, within=e.scope)["l"]
-
-
-def _trim(e: Any) -> Any:
-    """The edges of ``e`` whose ends have one label; reversed."""
-    lab = _labels(e)
-    a = e.join(
-        lab,
-        on=[("src", "node")],
-        columns={"src": "left.src", "dst": "left.dst", "ls": "right.label"},
-    )
-    b = a.join(
-        lab,
-        on=[("dst", "node")],
-        columns={"src": "left.src", "dst": "left.dst", "ls": "left.ls", "ld": "right.label"},
-    )
-    return b.filter(col("ls").eq(col("ld"))).select(src="dst", dst="src")
-
-
-def _strong(edges: Any) -> Any:
-    return iterate({"e": edges}, lambda v: {"e": _trim(_trim(v["e"]))})["e"]
 
 
 def _reachable_edges(edges: Any) -> Any:
@@ -168,10 +135,10 @@ def test_strong_components_step_in_one_call_in_their_inner_loops(
     """The edges inside strong components, by nested loops whose inner ``min`` reduces
     step in one call: the general driver's output, split or not, right at every time."""
     first, stream = _stream(n, initial, changes)
-    general, taken, _ = _run(_strong, first, stream, one_call=False, split=False)
+    general, taken, _ = _run(strong_plan, first, stream, one_call=False, split=False)
     assert taken or not first
     for split in (False, True):
-        got, taken, nested = _run(_strong, first, stream, one_call=True, split=split)
+        got, taken, nested = _run(strong_plan, first, stream, one_call=True, split=split)
         assert [op.one_call for op in nested] == [agg_step, agg_step]
         assert got == general
     _check_every_time(general, n, first, stream, _strong_truth)
@@ -201,8 +168,8 @@ def test_strong_components_of_a_bigger_graph_take_no_general_step(seed: int) -> 
     pairs = [(int(a), int(b)) for a, b in rng.integers(0, n, size=(70, 2))]
     changes = [(int(a), int(b)) for a, b in rng.integers(0, n, size=(30, 2))]
     first, stream = _stream(n, pairs, changes)
-    general, _, _ = _run(_strong, first, stream, one_call=False, split=False)
-    got, taken, _ = _run(_strong, first, stream, one_call=True, split=False)
+    general, _, _ = _run(strong_plan, first, stream, one_call=False, split=False)
+    got, taken, _ = _run(strong_plan, first, stream, one_call=True, split=False)
     assert taken == 0
     assert got == general
     _check_every_time(got, n, first, stream, _strong_truth)

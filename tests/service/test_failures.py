@@ -359,7 +359,7 @@ def test_a_table_read_during_a_registration_counts_the_writes_accepted_meanwhile
         bounded = {**SHIFT, "max_iterations": rounds}
         post = pool.submit(other.post, "/v1/views", json={"name": "shift", "query": bounded})
         _wait_until_registering(c, "shift")
-        r = c.post("/v1/tables/other/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]})
+        r = _sent(c, "other", 1)
         table = c.get("/v1/tables/other").json()
         assert not post.done()
         assert table["rows"] == 1 and table["frontier"] == r.json()["frontier"]
@@ -505,6 +505,21 @@ def _stepping(
     return long
 
 
+def _sent(client: httpx.Client, table: str, x: int) -> httpx.Response:
+    """``client``'s ``wait=false`` write of row ``x`` to ``table``."""
+    return client.post(
+        f"/v1/tables/{table}/updates?wait=false", json={"updates": [{"insert": {"x": x}}]}
+    )
+
+
+def _making(
+    pool: concurrent.futures.ThreadPoolExecutor, client: httpx.Client, table: str
+) -> concurrent.futures.Future:
+    """The answer to come of ``client``'s creation of ``table`` (one int column ``x``)."""
+    columns = [{"name": "x", "type": "int"}]
+    return pool.submit(client.post, "/v1/tables", json={"name": table, "columns": columns})
+
+
 def test_reads_a_long_write_cannot_change_are_answered_during_its_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A write's step runs the rounds of the loops it reaches. Between them, reads of
     another table, and of a view that reads none of the tables written, are answered as of
@@ -555,24 +570,16 @@ def test_writes_sent_during_a_long_write_step_are_accepted_in_it(tmp_path) -> No
         make_view(c, "plain", {"op": "table", "name": "other"})
         make_view(c, "still", {"op": "table", "name": "quiet"})
         long = _stepping(c, pool, writer, "start", 0)
-        sent = c.post(
-            "/v1/tables/other/updates?wait=false", json={"updates": [{"insert": {"x": 5}}]}
-        )
+        sent = _sent(c, "other", 5)
         assert sent.status_code == 202 and not long.done()
         token = sent.json()["token"]
         assert c.get(f"/v1/completions/{token}").json()["status"] == "pending"
         plain = pool.submit(late.get, "/v1/views/plain/rows")  # changed by the write: waits
         _wait_for_queue(c, 1)
         assert c.get("/v1/views/still/rows").json()["rows"] == []  # changed by nothing
-        made = pool.submit(
-            maker.post,
-            "/v1/tables",
-            json={"name": "made", "columns": [{"name": "x", "type": "int"}]},
-        )
+        made = _making(pool, maker, "made")
         _wait_for_queue(c, 2)
-        passing = c.post(
-            "/v1/tables/quiet/updates?wait=false", json={"updates": [{"insert": {"x": 7}}]}
-        )
+        passing = _sent(c, "quiet", 7)
         assert passing.status_code == 202 and not long.done() and not made.done()
         body = long.result(timeout=600).json()
         assert body["outputs"] == {
@@ -600,9 +607,7 @@ def test_a_read_waiting_on_a_step_is_answered_before_the_writes_accepted_in_it(t
         long = _stepping(c, pool, writer, "start", 0)
         mirrored = pool.submit(viewer.get, "/v1/views/mirror/rows")
         _wait_for_queue(c, 1)  # it waits for the step
-        sent = c.post(
-            "/v1/tables/start/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]}
-        )
+        sent = _sent(c, "start", 1)
         assert sent.status_code == 202 and not long.done()
         # a read sent after the write accepted waits for its step, and sees it
         after = pool.submit(more.get, "/v1/views/mirror/rows")
@@ -626,24 +631,16 @@ def test_a_change_queued_during_a_step_is_passed_by_no_write_in_the_next(tmp_pat
         make_table(c, "quiet", [("x", "int")])
         make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rounds yet: no rows
         long = _stepping(c, pool, writer, "start", 0)
-        made = pool.submit(
-            maker.post,
-            "/v1/tables",
-            json={"name": "made", "columns": [{"name": "x", "type": "int"}]},
-        )
+        made = _making(pool, maker, "made")
         _wait_for_queue(c, 1)
         # accepted during this step, ahead of the creation; its own step is long too
-        sent = c.post(
-            "/v1/tables/start/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]}
-        )
+        sent = _sent(c, "start", 1)
         assert sent.status_code == 202 and not made.done()
         token = sent.json()["token"]
         assert long.result(timeout=600).json()["status"] == "done"
         # the accepted write's step: a write sent now waits for it and for the creation
         assert c.get(f"/v1/completions/{token}").status_code == 202
-        after = late.post(
-            "/v1/tables/quiet/updates?wait=false", json={"updates": [{"insert": {"x": 7}}]}
-        )
+        after = _sent(late, "quiet", 7)
         assert after.status_code == 202
         assert c.get(f"/v1/completions/{token}").status_code == 200
         assert made.result(timeout=600).status_code == 201
@@ -701,9 +698,7 @@ def test_an_advance_accepted_during_a_step_is_done_with_the_writes_it_makes_fina
         sent = c.post("/v1/tables/timed/updates?wait=false", json=rows)
         assert sent.status_code == 202 and not long.done()
         # the next step runs long too: a write done too soon is seen pending meanwhile
-        more = c.post(
-            "/v1/tables/start/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]}
-        )
+        more = _sent(c, "start", 1)
         assert more.status_code == 202 and not long.done()
         advanced = advancer.post("/v1/tables/timed/updates", json={"updates": [], "advance_to": 4})
         assert advanced.json()["status"] == "done"
@@ -722,9 +717,7 @@ def test_a_delete_waits_for_the_writes_accepted_during_a_step_before_it(tmp_path
         make_table(c, "start", [("x", "int")])
         make_view(c, "shift", {**SHIFT, "max_iterations": rounds})  # no rows yet: no rounds
         long = _stepping(c, pool, writer, "start", 0)
-        sent = c.post(
-            "/v1/tables/start/updates?wait=false", json={"updates": [{"insert": {"x": 1}}]}
-        )
+        sent = _sent(c, "start", 1)
         assert sent.status_code == 202 and not long.done()
         dropped = pool.submit(dropper.delete, "/v1/views/shift")
         _wait_for_queue(c, 1)
