@@ -364,7 +364,7 @@ class Runtime:
         taken: list[WriteCommand | _Control] = []
         rest: list[WriteCommand | _Control] = []
         changed = False  # a change seen: no read after it passes it
-        closed = False  # a change passed in an earlier step seen: no write passes it again
+        closed = False  # a change queued during an earlier step seen: no write passes it
         tables: set[str] = set()  # the tables of the changes seen
         for item in self._queue:
             if isinstance(item, WriteCommand):
