@@ -471,9 +471,10 @@ def run_step(
     (the frontier holds ``(0, r + 1)`` for one ``r``), so the halves apply together exactly
     when the whole does. In nested loops each half checks its own trailing coordinates;
     a key's step depends on its own times alone, so halves that both apply are right even
-    where the whole would not have (it then takes the general path). Returns whether it applies, the next pending parts (a split step's
-    two halves kept apart: the next step splits there again without joining and cutting
-    them), and the output (``StepResult`` after its pending triples)."""
+    where the whole would not have (it then takes the general path). Returns whether it
+    applies, the next pending parts (a split step's two halves kept apart: the next step
+    splits there again without joining and cutting them), and the output (``StepResult``
+    after its pending triples)."""
     d_codes, d_keys, d_offsets, d_times = delta.codes, delta.keys, delta.offsets, delta.times
     cut = None
     if parallel.threads() > 1:
