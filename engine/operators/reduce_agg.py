@@ -202,19 +202,18 @@ def line_agg_differences(
     out_table: np.ndarray,
     felems: np.ndarray,
     exact: bool,
-    r: int,
     tail: np.ndarray,
     kv: int,
     fns: np.ndarray,
     cols: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For keys with new times (``owner`` ascending, times ``(d, n)`` all at round ``r``
-    when ``d == 2``) against the input (``kv`` value columns) and output spines at frontier
-    ``felems``, aggregates ``fns`` over value columns ``cols``: (output owner, output values
-    ``(len(fns), m)``, output first coordinates, output differences, pending owner, pending
-    times ``(d, P)``), the output by key, then values, then time, the pending times by key,
-    then time. Output times are at round ``r``; with three or more dimensions (``r`` 0),
-    at trailing coordinates ``tail``, every new time's.
+    """For keys with new times (``owner`` ascending, times ``(d, n)`` all at trailing
+    coordinates ``tail``: at round ``r = tail[0]`` when ``d == 2``) against the input
+    (``kv`` value columns) and output spines at frontier ``felems``, aggregates ``fns`` over
+    value columns ``cols``: (output owner, output values ``(len(fns), m)``, output first
+    coordinates, output differences, pending owner, pending times ``(d, P)``), the output by
+    key, then values, then time, the pending times by key, then time. Output times are at
+    trailing coordinates ``tail``.
 
     Per key, its records are copied out of every batch of both spines (each batch's run
     sorted by value row, then time); the first coordinates above its least new time, and
@@ -222,6 +221,7 @@ def line_agg_differences(
     those of them whose point is complete (a prefix). The runs are then merged by value row:
     each row's diffs, summed at the candidates, give its running count there."""
     d = n_times.shape[0]
+    r = tail[0] if d == 2 else 0
     na = fns.shape[0]
     ne = felems.shape[0]
     i_lo, i_hi, n_in = record_ranges(k_codes, k_keys, in_table, exact)
@@ -260,7 +260,7 @@ def line_agg_differences(
     q1 = np.zeros(ne, np.int64)
     for e in range(ne):
         q1[e] = max(r, felems[e, 1]) if d == 2 else 0
-    complete_below = line_complete_below(felems, d, r, tail)
+    complete_below = line_complete_below(felems, tail)
     # three or more dimensions: per frontier element, a key's pending trailing coordinates
     # and their ranks (``tail_ceilings``)
     ceil = np.empty((max(d - 1, 1), ne), np.int64)
@@ -490,7 +490,6 @@ def agg_step(
     applies, tail = step_tail(n_times, felems) if nn else (True, np.zeros(max(d - 1, 0), np.int64))
     if not applies:
         return False, z1, zk, zt, z1, zk, z1, np.zeros((na, 0), np.int64), zt, z1, zk
-    r = tail[0] if d == 2 else 0
     if nn == 0:
         ko, o_vals, o_t0, diffs, g_owner, g_times = z1, np.zeros((na, 0), np.int64), z1, z1, z1, zt
     else:
@@ -504,7 +503,6 @@ def agg_step(
             out_table,
             felems,
             exact,
-            r,
             tail,
             kv,
             fns,

@@ -269,18 +269,14 @@ def step_tail(new_times: np.ndarray, felems: np.ndarray) -> tuple[bool, np.ndarr
 
 
 @njit(cache=True, nogil=True)
-def line_complete_below(felems: np.ndarray, d: int, r: int, tail: np.ndarray) -> int:
-    """The one-call steps' points on a line, ``(p, r)`` (``(p, *tail)`` with three or more
-    dimensions; ``(p,)`` with one), are complete (:func:`point_complete`) iff ``p`` is below
-    this."""
+def line_complete_below(felems: np.ndarray, tail: np.ndarray) -> int:
+    """The one-call steps' points on a line, ``(p, *tail)`` (``(p,)`` with one dimension),
+    are complete (:func:`point_complete`) iff ``p`` is below this."""
     below = _INF
     for e in range(felems.shape[0]):
         under = True
-        if d == 2:
-            under = felems[e, 1] <= r
-        elif d > 2:
-            for j in range(d - 1):
-                under = under and felems[e, j + 1] <= tail[j]
+        for j in range(tail.shape[0]):
+            under = under and felems[e, j + 1] <= tail[j]
         if under:
             below = min(below, felems[e, 0])
     return below

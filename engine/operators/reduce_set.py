@@ -78,13 +78,12 @@ def set_step(
     applies, tail = step_tail(n_times, felems) if nn else (True, np.zeros(max(d - 1, 0), np.int64))
     if not applies:
         return False, z1, zk, zt, z1, zk, z1, zk, zt, z1, zk
-    r = tail[0] if d == 2 else 0
     # histories, candidate line, differences, pending times
     if nn == 0:
         ko, o_t0, diffs, g_owner, g_times = z1, z1, z1, z1, zt
     else:
         ko, o_t0, diffs, g_owner, g_times = line_set_differences(
-            nkeys, k_codes, k_keys, owner, n_times, in_table, out_table, felems, exact, at_least, r,
+            nkeys, k_codes, k_keys, owner, n_times, in_table, out_table, felems, exact, at_least,
             tail, ahead,
         )  # fmt: skip
     vals = np.zeros((0, diffs.shape[0]), np.int64)

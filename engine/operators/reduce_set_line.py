@@ -134,19 +134,18 @@ def line_set_differences(
     felems: np.ndarray,
     exact: bool,
     at_least: int,
-    r: int,
     tail: np.ndarray,
     ahead: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For keys with new times (``owner`` ascending, times ``(d, n)`` all at round ``r``
-    when ``d == 2``) against the input and output spines at frontier ``felems``: (output
-    owner, output first coordinates, output differences, pending owner, pending times
-    ``(d, P)``), both by key, then time, ascending. The output's times are at round ``r``;
-    with three or more dimensions (``r`` 0), at trailing coordinates ``tail``, every new
-    time's.
+    """For keys with new times (``owner`` ascending, times ``(d, n)`` all at trailing
+    coordinates ``tail``: at round ``r = tail[0]`` when ``d == 2``) against the input and
+    output spines at frontier ``felems``: (output owner, output first coordinates, output
+    differences, pending owner, pending times ``(d, P)``), both by key, then time,
+    ascending. The output's times are at trailing coordinates ``tail``.
     With ``ahead``, a pending time at the round element goes to the key's first later round
     where its output would change (``_first_change``)."""
     d = n_times.shape[0]
+    r = tail[0] if d == 2 else 0
     ne = felems.shape[0]
     i_lo, i_hi, _ = record_ranges(k_codes, k_keys, in_table, exact)
     o_lo, o_hi, _ = record_ranges(k_codes, k_keys, out_table, exact)
@@ -167,7 +166,7 @@ def line_set_differences(
     q1 = np.zeros(ne, np.int64)
     for e in range(ne):
         q1[e] = max(r, felems[e, 1]) if d == 2 else 0
-    complete_below = line_complete_below(felems, d, r, tail)
+    complete_below = line_complete_below(felems, tail)
     # three or more dimensions: per frontier element, a key's pending trailing coordinates
     # and their ranks (``tail_ceilings``)
     ceil = np.empty((max(d - 1, 1), ne), np.int64)

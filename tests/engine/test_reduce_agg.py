@@ -399,7 +399,6 @@ def test_key_pass_equals_the_general_grid(
         outs.seek_table(),
         fe,
         True,
-        r,
         np.full(d - 1, r, np.int64),
         2,
         fns,

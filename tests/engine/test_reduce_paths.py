@@ -729,7 +729,6 @@ def test_key_by_key_set_step_equals_the_grid_and_sweep(
         fe,
         exact,
         at_least,
-        r,
         np.full(d - 1, r, np.int64),
         ahead,
     )
