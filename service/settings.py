@@ -31,7 +31,7 @@ class Settings:
     snapshot_frame_rows: int = 1_000  # rows per snapshot frame
     completions_kept: int = 100_000  # finished write tokens remembered for GET /v1/completions
     completion_rows_kept: int = 100_000  # ... and their output rows in all (newest kept)
-    iterate_round_limit: int = 10_000  # rounds an iterate may run in one step
+    iterate_round_limit: int = 10_000  # the round an iterate's changes may not reach
     load_workers: int = 2  # Spark loads running at once (one at a time per table)
     load_chunk_rows: int = 65_536  # rows per chunk streamed from Spark (progress granularity)
     warmup: bool = True  # compile the engine's kernels in a background process (--no-warmup)

@@ -260,11 +260,10 @@ class LoopRegion(Operator):
         outputs = {v.name: _Held(v.ncols, v.dims) for v in self.variables}
         entering = any(e.outer.output is not None and len(e.outer.output) for e in self.enters)
         r = 0 if entering else self._next_round(frontier, -1)
-        rounds = 0
         round_frontiers = RoundFrontiers(frontier)
         while r is not None:
             if self.hook is not None and self.hook():
-                raise IterationStopped(f"iterate stopped at round {rounds}: it was cancelled")
+                raise IterationStopped(f"iterate stopped at round {r}: it was cancelled")
             if self.root.pause is not None:
                 self.root.pause()
             inner.round = r
@@ -275,11 +274,13 @@ class LoopRegion(Operator):
                 v.feed_back(self.max_iterations)
                 if v.output is not None and len(v.output):
                     outputs[v.name].add(v.output)
-            rounds += 1
-            if rounds > self.round_limit:
+            # the limit is on the round reached, not on the rounds this step ran: a loop
+            # whose changes reach round r would need r + 1 rounds from scratch, so whether it
+            # fails does not depend on how its input arrived (in one write or several)
+            if r >= self.round_limit:
                 raise IterationLimitError(
-                    f"the iterate at {self.inner.name} ran {self.round_limit} rounds without "
-                    "reaching a fixed point; "
+                    f"the iterate at {self.inner.name} did not reach a fixed point within "
+                    f"{self.round_limit} rounds; "
                     "set max_iterations or check that the body converges"
                 )
             r = self._next_round(frontier, r)
