@@ -246,8 +246,13 @@ def time_from_wire(value: Any, dims: int, path: str, top: int = TIME_MAX) -> tup
     below = "2**63 - 1" if top == TIME_MAX else "2**63"
     if dims == 1:  # an integer: API.md keeps lists for times of several dimensions
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+            arity = (
+                f" (times here have one coordinate, not {len(value)})"
+                if isinstance(value, list)
+                else ""
+            )
             raise Invalid(
-                f"{path} must be a non-negative integer time below {below}",
+                f"{path} must be a non-negative integer time below {below}{arity}",
                 {"path": path},
                 "bad_time",
             )
@@ -257,8 +262,13 @@ def time_from_wire(value: Any, dims: int, path: str, top: int = TIME_MAX) -> tup
         or len(value) != dims
         or any(isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= top for v in value)
     ):
+        arity = (
+            f" (times here have {dims} coordinates, not {len(value)})"
+            if isinstance(value, list) and len(value) != dims
+            else ""
+        )
         raise Invalid(
-            f"{path} must be a list of {dims} non-negative integers below {below}",
+            f"{path} must be a list of {dims} non-negative integers below {below}{arity}",
             {"path": path},
             "bad_time",
         )

@@ -350,9 +350,11 @@ class LoadManager:
 
     def _read(self, job: LoadJob) -> np.ndarray:
         """The whole source as ``(k, n)`` int64 storage; ``rows`` grows as chunks arrive."""
-        spark = get_spark(self._spark_settings)
+        self._check_table(job)
+        spark = get_spark(self._spark_settings)  # tens of seconds when Spark starts
         if job.cancel.is_set():
             raise _cancelled(job)
+        self._check_table(job)
         schema = [(c.name, c.type.value) for c in job.shape.schema.columns]
         frame = build_source(spark, job.request.spec, schema)
         columns = StorageColumns(job.shape.schema)
@@ -371,6 +373,18 @@ class LoadManager:
         ):
             columns.add(chunk)
         return columns.finish()
+
+    def _check_table(self, job: LoadJob) -> None:
+        """Fail a job whose table was dropped (or made again) before its Spark job began,
+        rather than read the whole source first. Any thread: one lookup in the catalog's
+        dict; ``_apply`` checks again on the engine thread, for a drop while it reads."""
+        table = self._runtime.catalog.tables.get(job.table)
+        if table is None or table.shape is not job.shape:
+            raise NotFound(
+                f"table {job.table!r} was dropped before the load began reading (a table made "
+                "since under that name is another table); nothing was read or written",
+                {"table": job.table},
+            )
 
     def _intern(self, strings: list[str]) -> np.ndarray:
         with self._intern_lock:
@@ -483,7 +497,9 @@ def _parsed(data: np.ndarray, weights: np.ndarray, at: tuple[int, ...] | None) -
     if at is not None:
         times = np.repeat(np.asarray(at, dtype=np.int64).reshape(-1, 1), n, axis=1)
     ops = np.broadcast_to(np.int64(WEIGHT), (n,))  # read-only, no memory per row
-    return ParsedWrite(ops, data, weights, times, None, "time")
+    # errors name a row by its place in the source as Spark read it (an append's rows are
+    # in that order; a replace writes a difference, which holds each key once)
+    return ParsedWrite(ops, data, weights, times, None, "time", "source row {}", "source row {}")
 
 
 def _check_time(table: TableState, at: tuple[int, ...]) -> None:

@@ -16,8 +16,9 @@ Invariants:
   (by job tag) as soon as it is set, and again every 0.1 s until the stream has stopped (a
   job submitted after a cancel is not touched by it), so a long job does not delay it.
 - Spark failures while reading become ``LoadError`` (``column_type`` for values that do not
-  parse or fit, ``spark_unavailable`` for a lost driver, ``source_unreadable`` otherwise); the
-  caller sees no pyspark exception.
+  parse or fit the table's types, ``spark_unavailable`` for a lost driver,
+  ``source_unreadable`` otherwise, a value the load's own ``where`` or ``sql`` cannot
+  convert included); the caller sees no pyspark exception.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from service.spark.source import SourceFrame
 from service.spark.spark_errors import (
     error_condition,
     error_summary,
+    in_sql_text,
     is_spark_error,
     without_spark_advice,
 )
@@ -147,8 +149,15 @@ def _next_batch(
         if cancelled():  # the watchdog cancelled the job this call was waiting for
             raise _cancelled(rows) from exc
         condition = error_condition(exc) or ""
-        code = "column_type" if condition.startswith(_VALUE_CONDITIONS) else "source_unreadable"
         summary = error_summary(exc)
+        if condition.startswith(_VALUE_CONDITIONS) and in_sql_text(exc):
+            raise LoadError(  # the load's own query failed on a value: not a table type's
+                "Spark failed evaluating the load's where or sql on a value of the source: "
+                + summary,
+                code="source_unreadable",
+                detail={"condition": condition},
+            ) from exc
+        code = "column_type" if condition.startswith(_VALUE_CONDITIONS) else "source_unreadable"
         raise LoadError(
             "Spark failed while reading the source: "
             + (without_spark_advice(summary) if code == "column_type" else summary),

@@ -219,6 +219,9 @@ def _local_conf(settings: SparkSettings, scratch: Path) -> dict[str, str]:
         "spark.local.dir": str(scratch / "local"),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.ansi.enabled": "true",
+        # CSV rows are parsed whole, not only the mapped columns: FAILFAST then refuses a
+        # row with fields beyond the header whatever columns a load maps (audit 85)
+        "spark.sql.csv.parser.columnPruning.enabled": "false",
         # Each partition is buffered whole on the driver JVM while Python reads it.
         "spark.sql.files.maxPartitionBytes": "32m",
         "spark.sql.execution.arrow.pyspark.enabled": "true",

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["error_condition", "error_summary", "is_spark_error", "without_spark_advice"]
+__all__ = [
+    "error_condition",
+    "error_summary",
+    "in_sql_text",
+    "is_spark_error",
+    "without_spark_advice",
+]
 
 _BRACKETED = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 _SENTENCE = re.compile(r"(?<=\.)\s+")
@@ -59,6 +65,13 @@ def error_summary(exc: BaseException) -> str:
     line = next(line.strip() for line in chosen.splitlines() if line.strip())
     line = _BRACKETED.sub("", _JAVA_CLASS.sub("", line), count=1).strip()
     return _SQLSTATE.sub("", line).strip().rstrip(";. ")
+
+
+def in_sql_text(exc: BaseException) -> bool:
+    """Whether Spark places the failure in SQL text (a load's ``where`` or ``sql``: its
+    message's query context reads ``== SQL (line 1, position 1) ==``) rather than in an
+    expression built in code (``== DataFrame ==``, as the casts to a table's types are)."""
+    return any("== SQL" in message for message in _messages(exc))
 
 
 def without_spark_advice(line: str) -> str:

@@ -389,6 +389,10 @@ def test_primary_key_violations_fail_the_load(
     status = load(client, name, {"source": {"path": present}})
     assert status["state"] == "failed", status
     assert status["error"]["code"] == "key_present" and "not applied" in status["error"]["message"]
+    # the row is named by its place in the source, not in a write the client never sent
+    assert status["error"]["detail"] == {"path": "source row 1"}, status
+    assert status["error"]["message"].startswith("the load was not applied (the table is "
+                                                 "unchanged): source row 1: key (k=1)"), status  # fmt: skip
     view = f"{name}_v"
     make_view(client, view, {"op": "table", "name": name})
     assert row_counts(client, view) == {key(k=1, v="a"): 1}
@@ -525,6 +529,73 @@ def test_table_recreated_under_a_running_load_fails_it(
     assert status["state"] == "failed" and status["error"]["code"] == "not_found", status
     assert "dropped" in status["error"]["message"]
     assert table_rows(client, name) == 0
+
+
+def test_a_load_queued_for_a_dropped_table_reads_nothing(
+    client: httpx.Client, big_parquet: str, name: str
+) -> None:
+    """A load still queued when its table is dropped fails once its turn comes, before
+    Spark reads a row (audit 85: it read the whole source first, then said the table was
+    dropped while it ran); the one running then fails as it did."""
+    cols = [("k", "int"), ("v", "string")]
+    make_table(client, name, cols)
+    first = start_load(client, name, {"source": {"path": big_parquet}})
+    wait_running_with_rows(client, first)
+    second = start_load(client, name, {"source": {"path": big_parquet}})
+    assert client.get(f"/v1/loads/{second}").json()["state"] == "queued"
+    assert client.delete(f"/v1/tables/{name}").status_code == 204
+    make_table(client, name, cols)
+    for load_id, when in ((first, "while the load ran"), (second, "before the load began")):
+        status = wait_load(client, load_id)
+        assert status["state"] == "failed" and status["error"]["code"] == "not_found", status
+        assert when in status["error"]["message"], status
+    assert wait_load(client, second)["rows"] == 0
+    assert table_rows(client, name) == 0
+
+
+def test_csv_failfast_refuses_extra_fields_whatever_columns_are_mapped(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    """A row with more fields than the header: dropped by default, refused with FAILFAST,
+    also when the load maps only some of the columns (audit 85: Spark's CSV column pruning
+    parsed only those, and the row loaded)."""
+    path = data_dir / f"extra{next(_names)}.csv"
+    path.write_text("a,b,c\n1,2,3\n4,5,6,7\n")
+    make_table(client, name, [("a", "int"), ("b", "int")])
+    csv = {"path": str(path), "format": "csv"}
+    status = load(client, name, {"source": csv})
+    assert status["state"] == "done" and status["rows"] == 2, status
+    strict = {**csv, "options": {"mode": "FAILFAST"}}
+    status = load(client, name, {"source": strict})
+    assert status["state"] == "failed", status
+    assert status["error"]["code"] == "source_unreadable", status
+    make_table(client, f"{name}_all", [("a", "int"), ("b", "int"), ("c", "int")])
+    status = load(client, f"{name}_all", {"source": strict})
+    assert status["state"] == "failed", status
+    assert status["error"]["code"] == "source_unreadable", status
+    assert table_rows(client, name) == 2 and table_rows(client, f"{name}_all") == 0
+
+
+def test_a_value_the_where_cannot_convert_is_not_a_column_type_error(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    """CSV columns are text: a where comparing one with a number converts it in Spark, and a
+    value that does not convert fails the load as the query's own failure (audit 85: it was
+    reported as column_type, which names a conversion to the table's types)."""
+    path = data_dir / f"weights{next(_names)}.csv"
+    path.write_text("id,weight\n1,1.5\n2,2\n")
+    make_table(client, name, [("id", "int")])
+    status = load(client, name, {"source": {"path": str(path)}, "where": "weight > 0"})
+    assert status["state"] == "failed", status
+    assert status["error"]["code"] == "source_unreadable", status
+    assert "where" in status["error"]["message"] and "1.5" in status["error"]["message"], status
+    # converting to the table's types is a column_type error, as before
+    make_table(client, f"{name}_w", [("id", "int"), ("weight", "int")])
+    status = load(client, f"{name}_w", {"source": {"path": str(path)}})
+    assert status["state"] == "failed", status
+    assert status["error"]["code"] == "column_type", status
+    status = load(client, name, {"source": {"path": str(path)}, "where": "weight > 1.6"})
+    assert status["state"] == "done" and status["rows"] == 1, status
 
 
 def test_sql_source_runs_nothing_but_a_query(
