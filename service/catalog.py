@@ -359,10 +359,13 @@ class Catalog:
         del self.views[name]
         return v
 
-    def fail_operators(self, failures: list[tuple[object, BaseException]]) -> dict[str, str]:
+    def fail_operators(
+        self, failures: list[tuple[object, BaseException]]
+    ) -> tuple[dict[str, str], set[str]]:
         """Mark the views owning failed operators, and every view reading them, as failed:
         their dataflows leave the graph and their subscribers are closed. Returns
-        ``{view: reason}`` for the views newly failed."""
+        ``{view: reason}`` for the views newly failed, and those of them stopped for the
+        DELETEs next in line (which drop them next: they did not fail)."""
         failed: dict[str, str] = {}
         stopped: set[str] = set()  # on request (``Runtime.dropped_next``)
         for op, exc in failures:
@@ -390,7 +393,7 @@ class Catalog:
                     s.close(f"view {name!r} failed: {reason}", keep_unsent=True)
                 v.subscribers.clear()
             self.graph.drop(v.ops)
-        return failed
+        return failed, stopped
 
     def table_frontier(self, t: TableState) -> Antichain:
         """Table ``t``'s frontier as a reader sees it: a server-timed table is at the clock,

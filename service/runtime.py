@@ -662,16 +662,20 @@ class Runtime:
             # a registration's step (no writes) answers reads between its own rounds only
             self.graph.step(self._pause if writes or written else None)
         except StepError as exc:
-            failed = self.catalog.fail_operators(exc.failures)
+            failed, stopped = self.catalog.fail_operators(exc.failures)
             for name, reason in failed.items():
-                # a registration cancelled on request is no failure to report
-                report = log.info if reason.startswith("IterationStopped") else log.error
-                report("view %s failed and left the engine: %s", name, reason)
+                if name in stopped:
+                    log.info("view %s left the engine, stopped on request: %s", name, reason)
+                else:
+                    log.error("view %s failed and left the engine: %s", name, reason)
             for w in self._pending:
                 for name in failed:
                     if name in w.affected:
                         w.affected.remove(name)
-                        w.failed_views[name] = failed[name]
+                        # stopped for a DELETE: dropped, as if before the write, which
+                        # then lists it nowhere (as any write pending when a view is dropped)
+                        if name not in stopped:
+                            w.failed_views[name] = failed[name]
         self.steps += 1
         self.metrics.step_seconds.observe(time.perf_counter() - started)
         for v in self.catalog.views.values():
