@@ -247,7 +247,7 @@ def time_from_wire(value: Any, dims: int, path: str, top: int = TIME_MAX) -> tup
     if dims == 1:  # an integer: API.md keeps lists for times of several dimensions
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
             arity = (
-                f" (times here have one coordinate, not {len(value)})"
+                " (times here have one coordinate: an integer, not a list)"
                 if isinstance(value, list)
                 else ""
             )

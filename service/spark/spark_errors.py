@@ -61,8 +61,27 @@ def error_summary(exc: BaseException) -> str:
     messages = [m for m in _messages(exc) if m.strip()]
     if not messages:
         return type(exc).__name__
-    chosen = next((m for m in messages if _BRACKETED.search(m)), messages[-1])
-    line = next(line.strip() for line in chosen.splitlines() if line.strip())
+    named = [m for m in messages if _BRACKETED.search(m)]
+    if not named:
+        return _line(messages[-1])
+    # "error while reading file ..." says where; the condition it wraps says what
+    wrapped = [m for m in named if not _condition_of(m).startswith(_WRAPPERS)]
+    if _condition_of(named[0]).startswith(_WRAPPERS) and wrapped:
+        return f"{_line(wrapped[0])} ({_line(named[0])})"
+    return _line(named[0])
+
+
+_WRAPPERS = ("FAILED_READ_FILE",)  # conditions that wrap the one that says what went wrong
+
+
+def _condition_of(message: str) -> str:
+    match = _BRACKETED.search(message)
+    return match.group(1) if match else ""
+
+
+def _line(message: str) -> str:
+    """The first line of a message, without its class name, ``[CONDITION]`` and SQLSTATE."""
+    line = next(line.strip() for line in message.splitlines() if line.strip())
     line = _BRACKETED.sub("", _JAVA_CLASS.sub("", line), count=1).strip()
     return _SQLSTATE.sub("", line).strip().rstrip(";. ")
 

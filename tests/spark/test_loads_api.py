@@ -569,6 +569,7 @@ def test_csv_failfast_refuses_extra_fields_whatever_columns_are_mapped(
     status = load(client, name, {"source": strict})
     assert status["state"] == "failed", status
     assert status["error"]["code"] == "source_unreadable", status
+    assert "Malformed records" in status["error"]["message"], status  # not just the file
     make_table(client, f"{name}_all", [("a", "int"), ("b", "int"), ("c", "int")])
     status = load(client, f"{name}_all", {"source": strict})
     assert status["state"] == "failed", status
