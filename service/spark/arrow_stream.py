@@ -98,7 +98,7 @@ def stream_chunks(
         while True:
             if cancelled():
                 raise _cancelled(rows)
-            batch = _next_batch(batches, cancelled, rows)
+            batch = _next_batch(batches, cancelled, rows, frame.query_text)
             if batch is None:
                 return
             if batch.num_rows == 0:
@@ -129,7 +129,10 @@ def intern_strings(values: pa.Array | Sequence[str], intern: Interner) -> np.nda
 
 
 def _next_batch(
-    batches: Iterator[pa.RecordBatch], cancelled: Callable[[], bool], rows: int
+    batches: Iterator[pa.RecordBatch],
+    cancelled: Callable[[], bool],
+    rows: int,
+    query_text: str | None,
 ) -> pa.RecordBatch | None:
     try:
         return next(batches)
@@ -150,12 +153,12 @@ def _next_batch(
             raise _cancelled(rows) from exc
         condition = error_condition(exc) or ""
         summary = error_summary(exc)
-        if condition.startswith(_VALUE_CONDITIONS) and in_sql_text(exc):
-            raise LoadError(  # the load's own query failed on a value: not a table type's
-                "Spark failed evaluating the load's where or sql on a value of the source: "
-                + summary,
+        if query_text is not None and in_sql_text(exc):
+            raise LoadError(  # the load's own where or query failed (a value it cannot
+                # convert, a division by zero): not a conversion to a table type
+                f"Spark failed evaluating the load's {query_text}: {summary}",
                 code="source_unreadable",
-                detail={"condition": condition},
+                detail={"condition": condition or None, "query": query_text},
             ) from exc
         code = "column_type" if condition.startswith(_VALUE_CONDITIONS) else "source_unreadable"
         raise LoadError(

@@ -55,6 +55,8 @@ class SourceFrame:
     df: DataFrame
     schema: tuple[tuple[str, str], ...]
     source_columns: Mapping[str, str]
+    query_text: str | None = None  # the SQL text the load gave: its where, its sql query
+
 
     def describe(self, column: str) -> str:
         """``"'dst' (source column 'to_id')"`` for messages."""
@@ -97,7 +99,15 @@ def build_source(
         for (name, kind), (_, source_name) in zip(table_schema, load.columns, strict=True)
     ]
     df = _translated(lambda: _analysed(df.select(*projection)), load.source, what)
-    return SourceFrame(df=df, schema=table_schema, source_columns=load.source_columns)
+    texts = [f"where {load.where!r}"] if load.where is not None else []
+    if isinstance(load.source, SqlSource):
+        texts.append("sql query")
+    return SourceFrame(
+        df=df,
+        schema=table_schema,
+        source_columns=load.source_columns,
+        query_text=" or ".join(texts) or None,
+    )
 
 
 def _read(spark: SparkSession, source: Source) -> DataFrame:

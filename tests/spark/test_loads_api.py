@@ -589,7 +589,12 @@ def test_a_value_the_where_cannot_convert_is_not_a_column_type_error(
     status = load(client, name, {"source": {"path": str(path)}, "where": "weight > 0"})
     assert status["state"] == "failed", status
     assert status["error"]["code"] == "source_unreadable", status
-    assert "where" in status["error"]["message"] and "1.5" in status["error"]["message"], status
+    message = status["error"]["message"]
+    assert "the load's where 'weight > 0'" in message and "1.5" in message, status
+    status = load(client, name, {"source": {"path": str(path)}, "where": "id / 0 > 1"})
+    assert status["state"] == "failed", status
+    assert status["error"]["code"] == "source_unreadable", status
+    assert "the load's where 'id / 0 > 1'" in status["error"]["message"], status
     # converting to the table's types is a column_type error, as before
     make_table(client, f"{name}_w", [("id", "int"), ("weight", "int")])
     status = load(client, f"{name}_w", {"source": {"path": str(path)}})
