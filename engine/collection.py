@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from engine.errors import GraphError, SchemaError
+from engine.errors import ExpressionError, GraphError, SchemaError
 from engine.expr import Bound, Expr, col, lit
 from engine.lattice import Antichain
 from engine.operators.arrange import Arrange, AsCollection
@@ -387,8 +387,9 @@ class Arrangement:
             [(f"left.{c.name}", c.type) for c in lschema.columns]
             + [(f"right.{c.name}", c.type) for c in rschema.columns]
         )
-        resolved = {out: _qualify(_expr(e), lschema, rschema) for out, e in columns.items()}
-        bound = [b.bind(qualified) for b in resolved.values()]
+        # errors name the output column: its path in an expression error, ``(out, ...)``
+        resolved = {out: _qualify(_expr(e), lschema, rschema, (out,)) for out, e in columns.items()}
+        bound = [b.bind(qualified, (out,)) for out, b in resolved.items()]
         if all(b.column is not None for b in bound):  # plain columns: the join emits them
             picked = [outputs[b.column] for b in bound if b.column is not None]
             schema = Schema.of([(n, b.type) for n, b in zip(resolved, bound, strict=True)])
@@ -402,8 +403,9 @@ def _value_index(names: list[str], extra: list[str], by: Sequence[str], column: 
     return [n for n in [*names, *extra] if n not in by].index(column)
 
 
-def _qualify(e: Expr, left: Schema, right: Schema) -> Expr:
-    """Rewrite bare column names in join output expressions to ``left.x`` / ``right.x``."""
+def _qualify(e: Expr, left: Schema, right: Schema, path: tuple[str | int, ...]) -> Expr:
+    """Rewrite bare column names in join output expressions to ``left.x`` / ``right.x``
+    (``path``: where ``e`` is, for errors)."""
     from engine.expr import Call, Col
 
     if isinstance(e, Col):
@@ -411,9 +413,10 @@ def _qualify(e: Expr, left: Schema, right: Schema) -> Expr:
             return e
         in_l, in_r = e.name in left.names, e.name in right.names
         if in_l and in_r:
-            raise SchemaError(
+            raise ExpressionError(
                 f"column {e.name!r} is on both sides of the join; "
-                f"write left.{e.name} or right.{e.name}"
+                f"write left.{e.name} or right.{e.name}",
+                path,
             )
         if in_l:
             return col(f"left.{e.name}")
@@ -421,7 +424,8 @@ def _qualify(e: Expr, left: Schema, right: Schema) -> Expr:
             return col(f"right.{e.name}")
         return e
     if isinstance(e, Call):
-        return Call(e.fn, tuple(_qualify(a, left, right) for a in e.args), e.to)
+        args = tuple(_qualify(a, left, right, (*path, "args", i)) for i, a in enumerate(e.args))
+        return Call(e.fn, args, e.to)
     return e
 
 

@@ -180,7 +180,9 @@ class Call(Expr):
             want = f"{lo}" if lo == hi else f"{lo} or more" if hi is None else f"{lo} to {hi}"
             raise ExpressionError(f"{self.fn} takes {want} argument(s), got {len(self.args)}", path)
         if self.fn == "cast" and self.to is None:
-            raise ExpressionError("cast needs a target type 'to' (int, float, bool, string)", path)
+            raise ExpressionError(
+                "cast needs a target type 'to' (int, float, bool, string)", (*path, "to")
+            )
         args = [a.bind(schema, (*path, "args", i)) for i, a in enumerate(self.args)]
         out_type = spec.typer(self.fn, [a.type for a in args], self.to, path)
         run = spec.make(args, out_type, self.to)
@@ -247,9 +249,11 @@ def _name(t: ColumnType) -> str:
 
 
 def _numeric(fn: str, ts: list[ColumnType], to: object, path: Path) -> ColumnType:
-    for t in ts:
+    for i, t in enumerate(ts):
         if not t.numeric:
-            raise ExpressionError(f"{fn} needs int or float arguments, got {_name(t)}", path)
+            raise ExpressionError(
+                f"{fn} needs int or float arguments, got {_name(t)}", (*path, "args", i)
+            )
     return FLOAT if FLOAT in ts else INT
 
 
@@ -267,9 +271,9 @@ def _compare(fn: str, ts: list[ColumnType], to: object, path: Path) -> ColumnTyp
 
 
 def _boolean(fn: str, ts: list[ColumnType], to: object, path: Path) -> ColumnType:
-    for t in ts:
+    for i, t in enumerate(ts):
         if t is not BOOL:
-            raise ExpressionError(f"{fn} needs bool arguments, got {_name(t)}", path)
+            raise ExpressionError(f"{fn} needs bool arguments, got {_name(t)}", (*path, "args", i))
     return BOOL
 
 
@@ -285,15 +289,17 @@ def _same(fn: str, ts: list[ColumnType], to: object, path: Path) -> ColumnType:
 
 def _if(fn: str, ts: list[ColumnType], to: object, path: Path) -> ColumnType:
     if ts[0] is not BOOL:
-        raise ExpressionError(f"if needs a bool condition, got {_name(ts[0])}", path)
+        raise ExpressionError(f"if needs a bool condition, got {_name(ts[0])}", (*path, "args", 0))
     return _same(fn, ts[1:], to, path)
 
 
 def _strings(out: ColumnType) -> Callable[[str, list[ColumnType], object, Path], ColumnType]:
     def typer(fn: str, ts: list[ColumnType], to: object, path: Path) -> ColumnType:
-        for t in ts:
+        for i, t in enumerate(ts):
             if t is not STRING:
-                raise ExpressionError(f"{fn} needs string arguments, got {_name(t)}", path)
+                raise ExpressionError(
+                    f"{fn} needs string arguments, got {_name(t)}", (*path, "args", i)
+                )
         return out
 
     return typer

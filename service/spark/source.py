@@ -57,7 +57,6 @@ class SourceFrame:
     source_columns: Mapping[str, str]
     query_text: str | None = None  # the SQL text the load gave: its where, its sql query
 
-
     def describe(self, column: str) -> str:
         """``"'dst' (source column 'to_id')"`` for messages."""
         source = self.source_columns.get(column, column)

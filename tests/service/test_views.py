@@ -250,6 +250,8 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
     make_table(client, name, [("x", "int"), ("s", "string")])
     other = f"{name}_c"
     make_table(client, other, [("x", "int")], timing="client")
+    right = f"{name}_r"
+    make_table(client, right, [("x", "int"), ("z", "string")])
     cases = [
         ({"op": "nope"}, "query"),
         ({"op": "table", "name": "missing"}, "query"),
@@ -263,7 +265,7 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
                 "input": {"op": "table", "name": name},
                 "where": {"fn": "add", "args": ["x", "s"]},
             },
-            "query.where",
+            "query.where.args.1",  # the argument of the wrong type (audit 87)
         ),
         ({"op": "filter", "input": {"op": "table", "name": name}, "where": "x"}, "query.where"),
         (
@@ -288,6 +290,56 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
                 "on": [["x", "s"]],
             },
             "query.on.0",
+        ),
+        # a join's output expressions: the output column, then within it (audit 87: the
+        # output column was left out, or the path was the join's columns as a whole)
+        *[
+            (
+                {
+                    "op": "join",
+                    "left": {"op": "table", "name": name},
+                    "right": {"op": "table", "name": right},
+                    "on": [["x", "x"]],
+                    "columns": {"ok": "left.s", "y": expr},
+                },
+                want,
+            )
+            for expr, want in [
+                (
+                    {"fn": "add", "args": ["left.x", {"fn": "neg", "args": ["right.nope"]}]},
+                    "query.columns.y.args.1.args.0",
+                ),
+                ({"fn": "add", "args": ["left.x", "s"]}, "query.columns.y.args.1"),
+                ({"fn": "length", "args": ["left.s", "right.x"]}, "query.columns.y"),
+                ({"fn": "lower", "args": ["left.x"]}, "query.columns.y.args.0"),
+                ("x", "query.columns.y"),  # on both sides
+                ({"fn": "neg", "args": ["x"]}, "query.columns.y.args.0"),
+                ("nope", "query.columns.y"),
+            ]
+        ],
+        (
+            {
+                "op": "select",
+                "input": {"op": "table", "name": name},
+                "columns": {"y": {"fn": "if", "args": ["x", 1, 2]}},
+            },
+            "query.columns.y.args.0",
+        ),
+        (
+            {
+                "op": "select",
+                "input": {"op": "table", "name": name},
+                "columns": {"y": {"fn": "cast", "args": ["x"], "to": None}},
+            },
+            "query.columns.y.to",
+        ),
+        (
+            {
+                "op": "select",
+                "input": {"op": "table", "name": name},
+                "columns": {"y": {"fn": "and", "args": [True, "x"]}},
+            },
+            "query.columns.y.args.1",
         ),
         (  # an explicit null is not an absent field
             {
