@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from engine.errors import ExpressionError, GraphError, SchemaError
-from engine.expr import Bound, Expr, col, lit
+from engine.expr import Bound, Expr, Path, col, lit
 from engine.lattice import Antichain
 from engine.operators.arrange import Arrange, AsCollection
 from engine.operators.base import Operator, Scope
@@ -403,7 +403,7 @@ def _value_index(names: list[str], extra: list[str], by: Sequence[str], column: 
     return [n for n in [*names, *extra] if n not in by].index(column)
 
 
-def _qualify(e: Expr, left: Schema, right: Schema, path: tuple[str | int, ...]) -> Expr:
+def _qualify(e: Expr, left: Schema, right: Schema, path: Path) -> Expr:
     """Rewrite bare column names in join output expressions to ``left.x`` / ``right.x``
     (``path``: where ``e`` is, for errors)."""
     from engine.expr import Call, Col
