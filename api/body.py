@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import threading
@@ -48,11 +49,53 @@ def parse_json(raw: bytes | str, too_deep: str = "invalid_value") -> Any:
                 {"path": "body"},
                 too_deep,
             ) from exc
+        where = _unrepresentable(raw)
         raise Invalid(
-            f"the body is JSON but holds a value that cannot be represented: {exc}",
-            {"path": "body"},
+            f"the body is JSON but holds a value that cannot be represented"
+            f"{f' at {where}' if where != 'body' else ''}: {exc}",
+            {"path": where},
             "invalid_value",
         ) from exc
+
+
+_LOOKED_THROUGH = 4 * 1024 * 1024  # bytes of a refused body read again to say where
+
+
+def _unrepresentable(raw: bytes | str) -> str:
+    """Where the body holds what orjson refused (a number beyond double range, which the
+    standard library reads as an infinity, or a string or name with a lone surrogate), as
+    ``updates[3].insert.x``; ``body`` for a body too big or too deep to read again here."""
+    if len(raw) > _LOOKED_THROUGH:
+        return "body"
+    try:
+        value = json.loads(raw, parse_constant=refuse_constant)
+    except (RecursionError, ValueError):
+        return "body"
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return path or "body"
+        if isinstance(item, str) and not _encodable(item):
+            return path or "body"
+        if isinstance(item, dict):
+            for k, v in reversed(item.items()):
+                name = k if _encodable(k) else k.encode("utf-8", "backslashreplace").decode()
+                at = f"{path}.{name}" if path else name
+                if name is not k:
+                    return at
+                stack.append((v, at))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
+    return "body"
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _utf8(raw: bytes | str) -> bool:

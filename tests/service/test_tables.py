@@ -191,9 +191,16 @@ def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:
     assert_error(client.post("/v1/tables", content=b"[" * 5000 + b"]" * 5000 + b"1"), 400)
     assert_error(client.post("/v1/tables", json=[1, 2]), 422)
     # JSON all the same, but with a value nothing here represents: 422, not 400
+    for unrepresentable, where in (
+        (b'{"name": 1e400}', "name"),
+        (b'{"name": "\\ud800"}', "name"),
+        (b'{"columns": [{"name": "x", "type": "int"}, {"\\udc00": -1e400}]}', "columns[1].\\udc00"),
+        (b'{"a": {"b": [0, [2, -1e999]]}}', "a.b[1][1]"),
+    ):
+        err = assert_error(client.post("/v1/tables", content=unrepresentable), 422)
+        assert err["code"] == "invalid_value" and err["detail"] == {"path": where}
+        assert f" at {where}: " in err["message"]
     for unrepresentable in (
-        b'{"name": 1e400}',
-        b'{"name": "\\ud800"}',
         b'{"name": ' + b"9" * 4301 + b"}",  # past the digits Python's int() converts
         b"[" * 5000 + b"]" * 5000,  # past the 1,024 levels the parser nests (it was a 400)
         b'{"a": ' * 3000 + b'[1, "x", {}, []]' + b"}" * 3000,

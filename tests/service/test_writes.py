@@ -748,3 +748,25 @@ def test_writes_pending_on_a_dropped_table_are_done(client: httpx.Client, name: 
     make_table(client, name, [("k", "int")], timing="client")
     write(client, name, {"updates": [], "advance_to": 3})
     assert client.get(f"/v1/completions/{pending['token']}").json()["frontier"] == []
+
+
+def test_a_value_beyond_double_range_is_refused_where_it_is(
+    server: Any, client: httpx.Client, name: str
+) -> None:
+    """A number no double holds (or a lone surrogate) is a 422 naming its update, over HTTP
+    and over WebSocket, and nothing is written; it was ``body``, wherever it was."""
+    make_table(client, name, [("k", "int"), ("x", "float"), ("s", "string")])
+    good = '{"insert": {"k": 1, "x": 1.5, "s": "a"}}'
+    for bad, where in (
+        ('{"insert": {"k": 2, "x": 1e999, "s": "b"}}', "updates[1].insert.x"),
+        ('{"insert": {"k": 2, "x": 2.5, "s": "\\ud800"}}', "updates[1].insert.s"),
+    ):
+        body = f'{{"updates": [{good}, {bad}]}}'.encode()
+        r = client.post(f"/v1/tables/{name}/updates", content=body)
+        err = assert_error(r, 422, "invalid_value")
+        assert err["detail"] == {"path": where} and f"at {where}:" in err["message"]
+        with connect(f"{server.ws_url}/v1/tables/{name}/updates") as ws:
+            ws.send(body.decode())
+            frame = json.loads(ws.recv(timeout=30))
+        assert frame["type"] == "error" and frame["error"]["detail"] == {"path": where}
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
