@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from service.errors import LoadError, ServiceError
-from service.spark.arrow_transport import arrow_batches, interrupt
+from service.spark.arrow_transport import arrow_batches, collect_tagged, interrupt
 from service.spark.session import DEFAULT_BATCH_ROWS
 from service.spark.source import SourceFrame
 from service.spark.spark_errors import (
@@ -98,7 +98,7 @@ def stream_chunks(
         while True:
             if cancelled():
                 raise _cancelled(rows)
-            batch = _next_batch(batches, cancelled, rows, frame.query_text)
+            batch = _next_batch(batches, cancelled, rows, frame, job_tag)
             if batch is None:
                 return
             if batch.num_rows == 0:
@@ -132,7 +132,8 @@ def _next_batch(
     batches: Iterator[pa.RecordBatch],
     cancelled: Callable[[], bool],
     rows: int,
-    query_text: str | None,
+    frame: SourceFrame,
+    job_tag: str,
 ) -> pa.RecordBatch | None:
     try:
         return next(batches)
@@ -153,20 +154,49 @@ def _next_batch(
             raise _cancelled(rows) from exc
         condition = error_condition(exc) or ""
         summary = error_summary(exc)
-        if query_text is not None and in_sql_text(exc):
+        if frame.query_text is not None and in_sql_text(exc):
             raise LoadError(  # the load's own where or query failed (a value it cannot
                 # convert, a division by zero): not a conversion to a table type
-                f"Spark failed evaluating the load's {query_text}: {summary}",
+                f"Spark failed evaluating the load's {frame.query_text}: {summary}",
                 code="source_unreadable",
-                detail={"condition": condition or None, "query": query_text},
+                detail={"condition": condition or None, "query": frame.query_text},
             ) from exc
-        code = "column_type" if condition.startswith(_VALUE_CONDITIONS) else "source_unreadable"
+        if not condition.startswith(_VALUE_CONDITIONS):
+            raise LoadError(
+                f"Spark failed while reading the source: {summary}",
+                code="source_unreadable",
+                detail={"condition": condition or None},
+            ) from exc
+        column = _unconvertible_column(frame, job_tag, cancelled)
+        if cancelled():
+            raise _cancelled(rows) from exc
         raise LoadError(
-            "Spark failed while reading the source: "
-            + (without_spark_advice(summary) if code == "column_type" else summary),
-            code=code,
-            detail={"condition": condition or None},
+            "Spark failed while reading the source"
+            + (f": table column {frame.describe(column)}" if column else "")
+            + f": {without_spark_advice(summary)}",
+            code="column_type",
+            detail={"condition": condition, "column": column}
+            if column
+            else {"condition": condition},
         ) from exc
+
+
+def _unconvertible_column(
+    frame: SourceFrame, job_tag: str, cancelled: Callable[[], bool]
+) -> str | None:
+    """The first table column whose source holds a value its cast refused, found by one
+    more Spark job (the casts' failure names the value only); None when that job finds none
+    or fails."""
+    query = frame.unconvertible()
+    if query is None or cancelled():
+        return None
+    try:
+        found = collect_tagged(query, job_tag)
+    except Exception as exc:  # a diagnosis only: the load fails with Spark's own reason
+        if not is_spark_error(exc):
+            raise
+        return None
+    return str(found[0]["column"]) if found else None
 
 
 class _Watchdog:

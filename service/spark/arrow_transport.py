@@ -32,7 +32,7 @@ from service.spark.column_types import arrow_type
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["arrow_batches", "interrupt", "is_classic"]
+__all__ = ["arrow_batches", "collect_tagged", "interrupt", "is_classic"]
 
 
 def arrow_batches(
@@ -58,6 +58,23 @@ def interrupt(df: DataFrame, job_tag: str) -> None:
         df.sparkSession.sparkContext.cancelJobsWithTag(job_tag)
     else:
         df.sparkSession.interruptTag(job_tag)
+
+
+def collect_tagged(df: DataFrame, job_tag: str) -> list[Any]:
+    """``df``'s rows (a small DataFrame: a query's answer), its Spark jobs tagged ``job_tag``
+    so that ``interrupt`` cancels them as it does the stream's."""
+    if is_classic(df):
+        context = df.sparkSession.sparkContext
+        context.addJobTag(job_tag)
+        try:
+            return df.collect()
+        finally:
+            context.removeJobTag(job_tag)
+    df.sparkSession.addTag(job_tag)
+    try:
+        return df.collect()
+    finally:
+        df.sparkSession.removeTag(job_tag)
 
 
 def is_classic(df: DataFrame) -> bool:

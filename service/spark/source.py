@@ -56,6 +56,26 @@ class SourceFrame:
     schema: tuple[tuple[str, str], ...]
     source_columns: Mapping[str, str]
     query_text: str | None = None  # the SQL text the load gave: its where, its sql query
+    read: DataFrame | None = None  # the source's rows passing the where, before the casts
+
+    def unconvertible(self) -> DataFrame | None:
+        """A query for the first table column holding a value of the source that does not
+        become its type (a one-row DataFrame of ``column``, or none): run once the casts
+        failed, to say which column (Spark's message names the value, not the column)."""
+        if self.read is None:
+            return None
+        from pyspark.sql import functions as F
+
+        failing = [
+            F.when(
+                _column(source).isNotNull() & _column(source).try_cast(spark_type(kind)).isNull(),
+                F.lit(name),
+            )
+            for name, kind in self.schema
+            for source in [self.source_columns.get(name, name)]
+        ]
+        found = self.read.select(F.coalesce(*failing).alias("column"))
+        return found.where(F.col("column").isNotNull()).limit(1)
 
     def describe(self, column: str) -> str:
         """``"'dst' (source column 'to_id')"`` for messages."""
@@ -97,6 +117,7 @@ def build_source(
         _column(source_name).cast(spark_type(kind)).alias(name)
         for (name, kind), (_, source_name) in zip(table_schema, load.columns, strict=True)
     ]
+    read = df
     df = _translated(lambda: _analysed(df.select(*projection)), load.source, what)
     texts = [f"where {load.where!r}"] if load.where is not None else []
     if isinstance(load.source, SqlSource):
@@ -106,6 +127,7 @@ def build_source(
         schema=table_schema,
         source_columns=load.source_columns,
         query_text=" or ".join(texts) or None,
+        read=read,
     )
 
 

@@ -600,6 +600,7 @@ def test_a_value_the_where_cannot_convert_is_not_a_column_type_error(
     status = load(client, f"{name}_w", {"source": {"path": str(path)}})
     assert status["state"] == "failed", status
     assert status["error"]["code"] == "column_type", status
+    assert status["error"]["detail"] == {"condition": "CAST_INVALID_INPUT", "column": "weight"}
     status = load(client, name, {"source": {"path": str(path)}, "where": "weight > 1.6"})
     assert status["state"] == "done" and status["rows"] == 1, status
 

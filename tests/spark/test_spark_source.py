@@ -222,12 +222,22 @@ def test_wrong_type_names_both(
 
 
 def test_malformed_csv_value_fails_the_stream(write_text: Any, load: Any) -> None:
+    """The failure names the value (Spark's message) and the table column holding it, found
+    by one more query once the casts failed."""
     path = write_text("edges.csv", "src,dst\n1,2\n3,four\n")
     with pytest.raises(LoadError) as info:
         load({"source": {"path": path}}, EDGES)
     assert info.value.code == "column_type"
     assert "'four'" in info.value.message
     assert "try_cast" not in info.value.message  # its NULLs a table would refuse (audit 45)
+    assert "table column 'dst'" in info.value.message
+    assert info.value.detail == {"condition": "CAST_INVALID_INPUT", "column": "dst"}
+    path = write_text("renamed.csv", "a,b\n1,2\n3,4\n99999999999999999999,5\n")
+    with pytest.raises(LoadError) as info:
+        load({"source": {"path": path}, "columns": {"src": "b", "dst": "a"}}, EDGES)
+    assert info.value.code == "column_type"
+    assert "table column 'dst' (source column 'a')" in info.value.message
+    assert info.value.detail["column"] == "dst"
 
 
 def test_bad_where(write_parquet: Any, plan: Any) -> None:
