@@ -8,6 +8,7 @@ tests and scripts learn it. SIGTERM and Ctrl-C shut down gracefully (subscribers
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import signal
@@ -22,7 +23,7 @@ from fastapi import FastAPI
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from api.app import create_app
-from api.ws import ABORT, WS_FRAME_BOUND
+from api.ws import ABORT, WS_FRAME_BOUND, Unanswered
 from service.errors import LoadError, SettingsError
 from service.settings import Settings
 from service.spark.session import SparkSettings
@@ -31,6 +32,7 @@ from service.warmup import start_background
 __all__ = ["main"]
 
 SUBSCRIBER_FLUSH_S = 3.0  # most time for closed frames, and write sockets' answers, at shutdown
+WRITER_CLOSE_S = 1.0  # most time for write sockets' peers to answer their close at shutdown
 _BAD_UTF8 = "Invalid UTF-8 sequence received from client."  # uvicorn's message (sans-io)
 
 
@@ -90,7 +92,28 @@ class _Server(uvicorn.Server):
             await _within(SUBSCRIBER_FLUSH_S, ends)
             for s in closed:  # peers that read nothing: their sockets would hold the exit
                 s.drop()  # for uvicorn's graceful 10 s, then its cancellations (audit 67)
+            await self._close_writers(list(writers))
         await super().shutdown(sockets)
+
+    async def _close_writers(self, writers: list[Unanswered]) -> None:
+        """Close the write sockets (1012) and wait, up to ``WRITER_CLOSE_S``, for their
+        peers' closing frames. uvicorn's own shutdown closes a socket right after its close
+        frame: frames a pipelining peer sent meanwhile lie unread, so the kernel resets the
+        connection, and a peer that had not yet read the close frame loses it, seeing an
+        abnormal closure (1006) instead of 1012 (audit 90: 2 shutdowns of 7). Closed this
+        way, uvicorn reads on, discarding, until the peer's close frame comes."""
+        for w in writers:
+            with contextlib.suppress(Exception):  # a peer gone meanwhile
+                await w.close()
+        loop = asyncio.get_running_loop()
+        until = loop.time() + WRITER_CLOSE_S
+        while loop.time() < until and any(
+            isinstance(c, WebSocketsSansIOProtocol)
+            and c.close_sent
+            and not c.transport.is_closing()
+            for c in self.server_state.connections
+        ):
+            await asyncio.sleep(0.01)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import orjson
@@ -100,10 +100,12 @@ def _error_frame(frame_id: Any, exc: ServiceError) -> dict[str, Any]:
 
 
 class Unanswered:
-    """A write socket's frames read and not yet answered (its ack or error frame sent)."""
+    """A write socket's frames read and not yet answered (its ack or error frame sent), and
+    how to close that socket when the server stops (``close``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, close: Callable[[], Awaitable[None]]) -> None:
         self.count = 0
+        self.close = close
         self._none = asyncio.Event()
         self._none.set()
 
@@ -129,7 +131,7 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
     await ws.accept()
     rt: Runtime = ws.app.state.runtime
     acks: asyncio.Queue[tuple[Any, WriteCommand | ServiceError] | None] = asyncio.Queue()
-    unanswered = Unanswered()
+    unanswered = Unanswered(lambda: ws.close(1012, "server shutting down"))
     writers: set[Unanswered] = ws.app.state.writers
     writers.add(unanswered)
 

@@ -30,6 +30,23 @@ class StalledPeer:
             self.buf += self.sock.recv(1)
         assert b" 101 " in self.buf.split(b"\r\n", 1)[0], self.buf
         self.buf = b""
+        self.close_code: int | None = None  # the code of the close frame read, if any
+
+    def send_close(self, code: int = 1000) -> None:
+        """A masked close frame: the answer to the server's."""
+        self.sock.sendall(struct.pack("!BB", 0x88, 0x82) + bytes(4) + struct.pack("!H", code))
+
+    def send_text(self, text: str) -> None:
+        """One masked text frame (the mask is zeros: the payload goes as it is)."""
+        payload = text.encode()
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x81, 0x80 | n)
+        elif n < 1 << 16:
+            head = struct.pack("!BBH", 0x81, 0x80 | 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x81, 0x80 | 127, n)
+        self.sock.sendall(head + bytes(4) + payload)
 
     def _read(self, n: int) -> bytes:
         while len(self.buf) < n:
@@ -51,6 +68,7 @@ class StalledPeer:
                 (length,) = struct.unpack("!Q", self._read(8))
             payload = self._read(length)
             if b0 & 0x0F == 0x8:
+                self.close_code = struct.unpack("!H", payload[:2])[0] if length >= 2 else None
                 return None
             if b0 & 0x0F not in (0x9, 0xA):
                 return json.loads(payload)

@@ -692,6 +692,42 @@ def test_sigterm_drops_a_subscriber_that_reads_nothing(tmp_path) -> None:  # typ
         assert "Exception in ASGI application" not in log, log
 
 
+def test_sigterm_closes_a_pipelining_writer_with_1012(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A write socket whose peer is behind in reading its answers, and sends on when the
+    server stops, still gets the 1012 close frame (audit 90: the server closed its end just
+    after writing that frame; the frames arriving meanwhile lay unread, so the kernel reset
+    the connection, dropping what it had not yet sent, the close frame included: an abnormal
+    closure, 1006, in 2 shutdowns of 7)."""
+    import signal
+
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "t", [("k", "int")])
+        peer = StalledPeer(f"{s.ws_url}/v1/tables/t/updates")  # reads nothing for now
+        try:
+            frame = json.dumps({"updates": [{"insert": {"k": 1}}]})
+            for _ in range(500):  # their answers wait in the server's send buffer
+                peer.send_text(frame)
+            deadline = time.monotonic() + 60
+            while c.get("/v1/tables/t").json()["rows"] < 500 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            s.process.send_signal(signal.SIGTERM)
+            until = time.monotonic() + 0.5
+            with contextlib.suppress(OSError):  # the server's end may be gone already
+                while time.monotonic() < until:
+                    peer.send_text(frame)
+                    time.sleep(0.01)
+            answers = []
+            with contextlib.suppress(ConnectionError):
+                while (answer := peer.frame()) is not None:
+                    answers.append(answer)
+                peer.send_close()
+            assert peer.close_code == 1012, (peer.close_code, len(answers))
+            assert len(answers) >= 500
+        finally:
+            peer.close()
+        assert s.process.wait(timeout=60) == 0
+
+
 def test_sigterm_closes_subscribers_behind_a_flood_of_refused_writes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM while a long registration has 60,000 pipelined frames in hand (accepted
     between its rounds, or queued): their answers keep the event loop busy, and the
