@@ -76,7 +76,8 @@ def root(
             min=0.001,
             metavar="SECONDS",
             help="Wait at most this long for each answer (default: as long as the server "
-            "works on it; a request given up on may still be carried out).",
+            "works on it; a request given up on may still be carried out). Not for the "
+            "answers of push --ws, subscribe or load, which wait as long as it takes.",
         ),
     ] = None,
 ) -> None:
@@ -161,6 +162,16 @@ def warmup() -> None:
         typer.echo("another warm-up is running; its kernels will be cached when it ends")
 
 
+def _key_names(items: list[str]) -> list[str]:
+    """The ``--primary-key`` names, repeated or comma-separated (``"a, b"``); an empty one
+    is a mistake, not a table without a key."""
+    names = [part.strip() for item in items for part in item.split(",")]
+    if not all(names):
+        message = f"a key column name is empty in {items}"
+        raise typer.BadParameter(message, param_hint="--primary-key")
+    return names
+
+
 def _column_spec(spec: str) -> tuple[str, str]:
     name, sep, kind = spec.partition(":")
     if not sep or not name or not kind:
@@ -181,9 +192,7 @@ def table_create(
 ) -> None:
     """Create table NAME."""
     columns = [_column_spec(spec) for spec in column]
-    key = (
-        [part for item in primary_key for part in item.split(",") if part] if primary_key else None
-    )
+    key = _key_names(primary_key) if primary_key else None
     answer = client_of(ctx).create_table(name, columns, key, timing.value, time_dims)
     typer.echo(f"created table {answer['name']} ({columns_text(answer['columns'])})")
 
@@ -195,8 +204,11 @@ def view_create(
     file: Annotated[str, typer.Option("--file", "-f", help="Plan JSON file; - is stdin.")],
 ) -> None:
     """Create view NAME from a plan (API.md "Query plans")."""
-    with open_input(file) as stream:
-        text = stream.read()
+    try:
+        with open_input(file) as lines:
+            text = "".join(lines)
+    except InputError as exc:
+        raise typer.BadParameter(exc.message, param_hint="--file") from exc
     try:
         plan = orjson.loads(text)
     except orjson.JSONDecodeError as exc:

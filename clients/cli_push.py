@@ -4,7 +4,9 @@ Each batch of ``--batch`` updates is one write: one request over HTTP (waiting f
 or one frame with ``--ws`` (pipelined, at most ``WS_WINDOW`` frames unanswered). A progress bar
 on standard error counts the rows answered; the summary line on standard output gives rows,
 rows/s and the p50/p99 of the answers' ``latency_ms``. A refused write stops the push with
-its error, told where it is in the input and what the other writes wrote (``_refused``).
+its error, told where it is in the input (its lines) and what the other writes wrote
+(``_refused``); so does a write that got no answer, which may still be carried out
+(``_unanswered``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from clients.cli_render import progress_bar, rate_text
 from clients.cli_state import client_of
 from clients.client import Client
 from clients.endpoints import write_body
-from clients.errors import ConflictError, ConnectionFailed, DifflowError
+from clients.errors import ConflictError, ConnectionFailed, DifflowError, NotFoundError
 from clients.table_writer import TableWriter
 from clients.wire import Time
 
@@ -135,15 +137,19 @@ def push(
             f"table {table} is server-timed: the server stamps each write's time "
             "(--time and --advance-to are for client-timed tables)"
         )
+    if description is not None:
+        dims = int(description.get("time_dims", 1))
+        _check_arity(table, dims, "--time", at, default_time)
+        _check_arity(table, dims, "--advance-to", advance_to, frontier)
     if frontier is not None and description is not None:
         _check_advance(table, description.get("frontier"), frontier)
-    with open_input(file) as stream, progress_bar() as bar:
+    with open_input(file) as lines, progress_bar() as bar:
         if input_format is InputFormat.csv:
             assert description is not None
             kinds = {c["name"]: c["type"] for c in description["columns"]}
-            batches = csv_batches(stream, kinds, batch)
+            batches = csv_batches(lines, kinds, batch)
         else:
-            batches = jsonl_batches(stream, batch)
+            batches = jsonl_batches(lines, batch)
         task = bar.add_task(f"push {table}", total=None)
 
         def answered(answer: Mapping[str, Any], size: int) -> None:
@@ -156,23 +162,40 @@ def push(
         except InputError as exc:
             if not stats.writes:
                 raise
-            writes = f"{stats.writes:,} write{'s' if stats.writes != 1 else ''}"
-            written = f"{stats.rows:,} rows in {writes} before it were written"
-            raise InputError(f"{exc.message}; {written}") from exc
+            raise InputError(f"{exc.message}; {_before(stats)}") from exc
         if frontier is not None:  # moving the frontier may have finished pending writes
             stats.pending = [t for t in stats.pending if not stats.finished(client.completion(t))]
     typer.echo(stats.summary(table, "frames" if ws else "requests"))
 
 
+def _before(stats: PushStats) -> str:
+    writes = f"{stats.writes:,} write{'s' if stats.writes != 1 else ''}"
+    return f"{stats.rows:,} rows in {writes} before it were written"
+
+
+def _check_arity(table: str, dims: int, option: str, text: str | None, time: Time | None) -> None:
+    """Refuse, before anything is written, a ``--time`` or ``--advance-to`` with another
+    number of coordinates than the table's times: the server would refuse the frontier
+    only after the rows were written, and would read a CSV write's ``"time": [t1, t2]`` as
+    one time per row whenever the write has two rows."""
+    if time is None:
+        return
+    coordinates = 1 if isinstance(time, int) else len(time)
+    if coordinates != dims:
+        raise InputError(
+            f"{option} {text} has {coordinates} coordinate{'s' if coordinates != 1 else ''}, "
+            f"but the times of table {table} have {dims}; nothing was written"
+        )
+
+
 def _check_advance(table: str, current: Any, target: Time) -> None:
     """Refuse, before anything is written, an ``--advance-to`` that would move the table's
-    frontier backwards (the server would refuse it only after the rows were written)."""
+    frontier backwards (the server would refuse it only after the rows were written). Its
+    number of coordinates has been checked (``_check_arity``)."""
     if not isinstance(current, list):
         return
     want = (target,) if isinstance(target, int) else tuple(target)
     have = [(t,) if isinstance(t, int) else tuple(t) for t in current]
-    if any(len(t) != len(want) for t in have):
-        return  # the wrong number of coordinates: the server says what it takes
     if not any(all(a <= b for a, b in zip(t, want, strict=True)) for t in have):
         raise ConflictError(
             f"advance_to {target} would move the frontier of table {table!r} backwards from "
@@ -184,50 +207,83 @@ def _check_advance(table: str, current: Any, target: Time) -> None:
 
 
 def _advance(send: Callable[[], Any], frontier: Time, stats: PushStats) -> None:
-    """Move the frontier after the writes; a refusal says the rows were written."""
+    """Move the frontier after the writes; a refusal, or no answer, says the rows were
+    written."""
     try:
         send()
-    except ConnectionFailed:
-        raise
     except DifflowError as exc:
         written = f"{stats.rows:,} rows in {stats.writes:,} writes were written"
-        raise type(exc)(
-            f"{written}, then moving the frontier to {frontier} was refused: {exc.message}",
-            status=exc.status,
-            code=exc.code,
-            detail=exc.detail,
-            frame_id=exc.frame_id,
-        ) from exc
+        outcome = (
+            "got no answer (it may still be carried out)"
+            if isinstance(exc, ConnectionFailed)
+            else "was refused"
+        )
+        message = f"{written}, then moving the frontier to {frontier} {outcome}: {exc.message}"
+        raise exc.reworded(message) from exc
+
+
+def _place(number: int, lines: Sequence[int]) -> str:
+    """``write 2 (lines 4-5)``: write ``number`` (from 0) and the input lines of its rows."""
+    span = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
+    return f"write {number + 1} ({span})"
 
 
 def _refused(
-    exc: DifflowError, number: int, first: int, size: int, stats: PushStats
-) -> DifflowError | None:
-    """``exc`` of write ``number`` (input rows ``first`` .. ``first + size - 1``), saying
-    where in the input it is and what was written before (or around) it; None when there is
-    nothing to add."""
-    where = f"write {number + 1} (input rows {first:,}-{first + size - 1:,})"
+    exc: DifflowError,
+    number: int,
+    lines: Sequence[int],
+    stats: PushStats,
+    also: Sequence[int] = (),
+) -> DifflowError:
+    """``exc`` of write ``number`` (of the rows on input ``lines``), saying where in the
+    input it is (and the line at fault, where the server names a row), which writes
+    ``also`` were refused (pipelined ones, numbered from 0), and what the other writes
+    wrote. An unknown table refusing the first write is left as it is: no write of it
+    is at fault."""
+    if isinstance(exc, NotFoundError) and not stats.writes:
+        return exc
+    where = _place(number, lines)
     detail = exc.detail if isinstance(exc.detail, Mapping) else {}
     path = detail.get("path")
     index = _INDEX.match(path) if isinstance(path, str) else None
-    if index is not None:
-        where += f", at input row {first + int(index.group(1)):,},"
+    if index is not None and int(index.group(1)) < len(lines):
+        where += f", at line {lines[int(index.group(1))]},"
     hint = ""  # the server names its own flag; push's is --batch
     if exc.code == "batch_too_large" and "limit" in detail:
         hint = f" (push with --batch {detail['limit']} or less)"
-    if index is None and not stats.writes:
-        if not hint:
-            return None  # the first write, refused as a whole: nothing to add
-        message = exc.message + hint
-    else:
-        written = (
-            f"{stats.rows:,} rows in {stats.writes:,} other writes were written"
-            if stats.writes
-            else "nothing was written"
-        )
-        message = f"{where} was refused: {exc.message}{hint}; {written}"
-    return type(exc)(
-        message, status=exc.status, code=exc.code, detail=exc.detail, frame_id=exc.frame_id
+    written = (
+        f"{stats.rows:,} rows in {stats.writes:,} other writes were written"
+        if stats.writes
+        else "nothing was written"
+    )
+    return exc.reworded(f"{where} was refused: {exc.message}{hint}{_too(also)}; {written}")
+
+
+def _too(also: Sequence[int]) -> str:
+    """``; writes 5 and 9 were refused too``, for the writes ``also`` (numbered from 0);
+    past five, the first four and how many more (a window of frames may all be refused)."""
+    if not also:
+        return ""
+    if len(also) == 1:
+        return f"; write {also[0] + 1} was refused too"
+    numbers = [str(n + 1) for n in also]
+    if len(numbers) > 5:
+        numbers = [*numbers[:4], f"{len(numbers) - 4} more"]
+    *most, last = numbers
+    return f"; writes {', '.join(most)} and {last} were refused too"
+
+
+def _unanswered(
+    exc: ConnectionFailed, number: int, lines: Sequence[int], stats: PushStats
+) -> ConnectionFailed:
+    """``exc`` of write ``number``, which got no answer, saying where in the input it is,
+    that it may still be carried out, and what the writes before it wrote; the first
+    write's as it is (nothing else was written)."""
+    if not stats.writes:
+        return exc
+    where = _place(number, lines)
+    return exc.reworded(
+        f"{where} got no answer, and may still be carried out: {exc.message}; {_before(stats)}"
     )
 
 
@@ -240,17 +296,14 @@ def _push_http(
     stats: PushStats,
     answered: Answered,
 ) -> None:
-    first = 1
     for number, b in enumerate(batches):
         try:
             answer = client.write(table, b.updates, columns=b.columns, time=default_time)
+        except ConnectionFailed as exc:
+            raise _unanswered(exc, number, b.lines, stats) from exc
         except DifflowError as exc:
-            wrapped = _refused(exc, number, first, b.size, stats)
-            if wrapped is None:
-                raise
-            raise wrapped from exc
+            raise _refused(exc, number, b.lines, stats) from exc
         answered(answer, b.size)
-        first += b.size
     if frontier is not None:
         _advance(lambda: client.write(table, advance_to=frontier), frontier, stats)
 
@@ -266,45 +319,56 @@ def _push_ws(
 ) -> None:
     """Frames are pipelined: when one is refused, or a line of the input cannot be read,
     the frames already sent are still answered (and may have been written) before the push
-    stops, so that what was written can be said."""
-    sent: deque[tuple[int, int, int]] = deque()  # unanswered: (write number, first row, size)
-    refused: list[tuple[DifflowError, int, int, int]] = []
+    stops, so that what was written can be said. A lost connection leaves the frames in
+    flight unanswered; what the answered ones wrote is said then too."""
+    sent: deque[tuple[int, list[int]]] = deque()  # unanswered: (write number, its lines)
+    refused: list[tuple[DifflowError, int, list[int]]] = []
 
     def receive(writer: TableWriter) -> None:
-        number, first, size = sent.popleft()
+        number, lines = sent.popleft()
         try:
             answer = writer.recv()
         except ConnectionFailed:
             raise
         except DifflowError as exc:
-            refused.append((exc, number, first, size))
+            refused.append((exc, number, lines))
             return
-        answered(answer, size)
+        answered(answer, len(lines))
 
-    first = 1
-    bad_input: InputError | None = None
-    with client.ws_writer(table) as writer:
+    def send_all(writer: TableWriter) -> InputError | None:
+        """Send every batch, until one is refused; a line that cannot be read stops it."""
         try:
             for number, b in enumerate(batches):
                 writer.send(write_body(b.updates, columns=b.columns, time=default_time), id=number)
-                sent.append((number, first, b.size))
-                first += b.size
+                sent.append((number, b.lines))
                 while writer.pending >= WS_WINDOW:
                     receive(writer)
                 if refused:
                     break
         except InputError as unreadable:  # the frames in flight are answered first, and counted
-            bad_input = unreadable
-        while sent:
-            receive(writer)
-        if bad_input is not None and not refused:
-            raise bad_input
+            return unreadable
+        return None
+
+    with client.ws_writer(table) as writer:
+        try:
+            bad_input = send_all(writer)
+            while sent:
+                receive(writer)
+        except ConnectionFailed as lost:
+            raise lost.reworded(f"{lost.message}; {_acknowledged(stats)}") from lost
         if refused:
-            exc, number, at, size = refused[0]
-            wrapped = _refused(exc, number, at, size, stats)
-            if wrapped is None:
-                raise exc
-            raise wrapped from exc
+            exc, number, lines = refused[0]
+            also = [n for _, n, _ in refused[1:]]
+            raise _refused(exc, number, lines, stats, also) from exc
+        if bad_input is not None:
+            raise bad_input
         if frontier is not None:
             writer.send(write_body(advance_to=frontier), id="advance_to")
             _advance(writer.recv, frontier, stats)
+
+
+def _acknowledged(stats: PushStats) -> str:
+    if not stats.writes:
+        return "no write was acknowledged"
+    writes = f"{stats.writes:,} acknowledged write{'s' if stats.writes != 1 else ''}"
+    return f"{stats.rows:,} rows in {writes} were written"

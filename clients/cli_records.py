@@ -1,20 +1,26 @@
 """Reading the CLI's input: JSON lines or CSV into write batches, times and ``k=v`` pairs.
 
+Input is UTF-8 text (a byte order mark at its start skipped), read line by line; errors name
+the physical line of the input, and so does each batch, for the messages about its writes.
 JSON lines: one object per line, blank lines skipped. An object is an update as API.md writes
 it when one of ``insert`` / ``delete`` / ``upsert`` / ``data`` holds an object (row values are
 never objects, so this cannot misread a row); any other object is a row, and is inserted.
-CSV: a header row naming exactly the table's columns, values converted by the column types.
+CSV: a header row naming exactly the table's columns, values converted by the column types
+(blank lines skipped; a record's line is the one it starts on, as quoted values may span lines).
 Batches hold at most ``size`` updates; CSV batches use the columnar write form.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import math
+import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
 import orjson
 import typer
@@ -34,6 +40,8 @@ __all__ = [
 _UPDATE_KEYS = ("insert", "delete", "upsert", "data")
 _BOOLS = {"true": True, "false": False, "1": True, "0": False}
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+_UNDECODED = re.compile("[\udc80-\udcff]")  # a byte that was not UTF-8 (surrogateescape)
+_CSV_FIELD_LIMIT = min(sys.maxsize, 2**31 - 1)  # csv's own is 131,072 characters
 
 
 class InputError(Exception):
@@ -51,26 +59,55 @@ class InputError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """``size`` updates: update objects in ``updates``, or columnar in ``columns``."""
+    """Updates read from the input lines ``lines`` (one per update, in order): update
+    objects in ``updates``, or columnar in ``columns``."""
 
-    size: int
+    lines: list[int]
     updates: list[dict[str, Any]] | None = None
     columns: dict[str, list[Any]] | None = None
 
+    @property
+    def size(self) -> int:
+        return len(self.lines)
+
 
 @contextmanager
-def open_input(path: str, option: str = "--file") -> Iterator[TextIO]:
-    """The text stream of ``path`` (``-``: standard input, left open)."""
+def open_input(path: str, option: str = "--file") -> Iterator[Iterator[str]]:
+    """The lines of ``path`` (``-``: standard input, left open) as UTF-8 text, a byte order
+    mark at the start skipped (Excel and some editors write one).
+
+    A line that is not UTF-8 raises ``InputError`` naming it only when it is reached, so
+    that a push can say what the writes before it wrote: the bytes are decoded with
+    ``surrogateescape`` and each line is checked, as a strict decoder fails a whole chunk
+    of lines at once, before any of them is read, and names none."""
     if path == "-":
-        yield typer.get_text_stream("stdin")
+        stdin = io.TextIOWrapper(
+            typer.get_binary_stream("stdin"), encoding="utf-8-sig", errors="surrogateescape"
+        )
+        try:
+            yield _utf8_lines(stdin)
+        finally:
+            stdin.detach()  # standard input stays open
         return
     try:
-        stream = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+        stream = open(path, encoding="utf-8-sig", errors="surrogateescape")  # noqa: SIM115
     except OSError as exc:
         message = f"cannot read {path}: {exc.strerror}"
         raise typer.BadParameter(message, param_hint=option) from exc
     with stream:
-        yield stream
+        yield _utf8_lines(stream)
+
+
+def _utf8_lines(stream: io.TextIOWrapper) -> Iterator[str]:
+    for number, line in enumerate(stream, start=1):
+        undecoded = _UNDECODED.search(line)
+        if undecoded is not None:
+            byte = ord(undecoded.group()) - 0xDC00
+            raise InputError(
+                f"line {number}: not UTF-8 text (byte 0x{byte:02x} at character "
+                f"{undecoded.start() + 1})"
+            )
+        yield line
 
 
 def parse_time(text: str, option: str) -> Time:
@@ -99,46 +136,65 @@ def parse_pairs(items: Iterable[str], option: str) -> dict[str, str]:
 def jsonl_batches(lines: Iterable[str], size: int) -> Iterator[Batch]:
     """Batches of the updates on ``lines``."""
     updates: list[dict[str, Any]] = []
+    numbers: list[int] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"line {number}: not JSON ({exc})") from exc
+        except orjson.JSONDecodeError as exc:  # its own "line 2 column 1" counts in the line
+            message = f"line {number}: not JSON ({exc.msg} at character {exc.pos + 1})"
+            raise InputError(message) from exc
         updates.append(_update(value, number))
+        numbers.append(number)
         if len(updates) == size:
-            yield Batch(len(updates), updates=updates)
-            updates = []
+            yield Batch(numbers, updates=updates)
+            updates, numbers = [], []
     if updates:
-        yield Batch(len(updates), updates=updates)
+        yield Batch(numbers, updates=updates)
 
 
-def csv_batches(stream: TextIO, column_types: Mapping[str, str], size: int) -> Iterator[Batch]:
-    """Columnar batches of the CSV rows on ``stream``, typed by ``column_types``."""
-    reader = csv.reader(stream)
-    header = next(reader, None)
-    if header is None:
+def csv_batches(
+    lines: Iterable[str], column_types: Mapping[str, str], size: int
+) -> Iterator[Batch]:
+    """Columnar batches of the CSV records on ``lines``, typed by ``column_types``."""
+    records = _csv_records(lines)
+    first = next(records, None)
+    if first is None:
         return
-    if header and header[0].startswith("\ufeff"):  # a byte order mark (Excel writes one)
-        header[0] = header[0][1:]
+    header = first[1]
     kinds = _column_kinds(header, column_types)
     columns: dict[str, list[Any]] = {name: [] for name in header}
-    count = 0
-    for row in reader:
-        if not row:
-            continue
+    numbers: list[int] = []
+    for line, row in records:
         if len(row) != len(header):
-            line = reader.line_num
             raise InputError(f"line {line}: {len(row)} values for {len(header)} columns")
         for name, text in zip(header, row, strict=True):
-            columns[name].append(_convert(kinds[name], text, reader.line_num, name))
-        count += 1
-        if count == size:
-            yield Batch(count, columns=columns)
-            columns, count = {name: [] for name in header}, 0
-    if count:
-        yield Batch(count, columns=columns)
+            columns[name].append(_convert(kinds[name], text, line, name))
+        numbers.append(line)
+        if len(numbers) == size:
+            yield Batch(numbers, columns=columns)
+            columns, numbers = {name: [] for name in header}, []
+    if numbers:
+        yield Batch(numbers, columns=columns)
+
+
+def _csv_records(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """``(line it starts on, values)`` of each record on ``lines``, blank lines skipped. A
+    value may be as long as the server takes (not just csv's default 131,072 characters);
+    a record csv cannot read is an ``InputError`` naming its line."""
+    csv.field_size_limit(_CSV_FIELD_LIMIT)
+    reader = csv.reader(lines)
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(f"line {reader.line_num}: not CSV ({exc})") from None
+        if row:
+            yield start, row
 
 
 def _update(value: Any, number: int) -> dict[str, Any]:
@@ -156,15 +212,23 @@ def _parse_bool(text: str) -> bool:
         raise ValueError(text) from None
 
 
+def _no_underscores(text: str) -> str:
+    """``text`` unless it has an underscore, which int() and float() take (``1_000``) and
+    JSON, the server's notation, does not."""
+    if "_" in text:
+        raise ValueError(text)
+    return text
+
+
 def _parse_int(text: str) -> int:
-    value = int(text)
+    value = int(_no_underscores(text))
     if not _INT_MIN <= value <= _INT_MAX:
         raise _Unfit("does not fit in 64 bits")
     return value
 
 
 def _parse_float(text: str) -> float:
-    value = float(text)
+    value = float(_no_underscores(text))
     if not math.isfinite(value):  # JSON has no NaN or infinity: the server would get null
         raise _Unfit("is not a finite float")
     return value

@@ -6,6 +6,7 @@ Consoles are made per call so they bind to the streams of that moment (tests swa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -14,6 +15,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from clients.wire import dumps
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters but \t, \n
 
 __all__ = [
     "columns_text",
@@ -64,8 +67,15 @@ def columns_text(columns: Iterable[Mapping[str, Any]]) -> str:
     return ", ".join(f"{c.get('name')} {c.get('type')}" for c in columns)
 
 
+def _shown(text: str) -> str:
+    """``text`` with its control characters escaped as Python writes them (``\x1b``,
+    ``\r``), so that data cannot drive the terminal (colours, cursor moves, a line
+    overwritten); tabs and newlines stay, as a cell shows them."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _cell(value: Any) -> str:
-    return value if isinstance(value, str) else json_text(value)
+    return _shown(value) if isinstance(value, str) else json_text(value)
 
 
 def _list(items: Iterable[Any]) -> str:
@@ -82,9 +92,9 @@ def tables_table(tables: Sequence[Mapping[str, Any]]) -> Table:
         table.add_column(header, justify="right" if header == "rows" else "left")
     for t in tables:
         table.add_row(
-            t.get("name", ""),
-            columns_text(t.get("columns", [])),
-            ", ".join(t.get("primary_key") or []),
+            _cell(t.get("name", "")),
+            _shown(columns_text(t.get("columns", []))),
+            _list(t.get("primary_key") or []),
             f"{t.get('timing', '')} ({t.get('time_dims', 1)}d)",
             f"{t.get('rows', 0):,}",
             _frontier(t),
@@ -101,8 +111,8 @@ def views_table(views: Sequence[Mapping[str, Any]]) -> Table:
     for v in views:
         latency = v.get("latency_ms") or {}
         table.add_row(
-            v.get("name", ""),
-            columns_text(v.get("columns", [])),
+            _cell(v.get("name", "")),
+            _shown(columns_text(v.get("columns", []))),
             _list(v.get("inputs", [])),
             f"{v.get('rows', 0):,}",
             _frontier(v),
@@ -116,9 +126,9 @@ def rows_table(view: str, answer: Mapping[str, Any]) -> Table:
     """The ``rows`` answer of ``view``: one line per distinct row, with its count."""
     rows = answer.get("rows", [])
     names = list(rows[0]["data"]) if rows else []
-    table = Table(title=view)
+    table = Table(title=_shown(view))
     for name in names:
-        table.add_column(name)
+        table.add_column(_shown(name))
     table.add_column("count", justify="right")
     for row in rows:
         data = row["data"]

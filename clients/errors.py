@@ -22,8 +22,9 @@ Foreign exceptions (httpx, websockets) are translated where they are caught, wit
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 __all__ = [
     "BadRequestError",
@@ -63,6 +64,16 @@ class DifflowError(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+    def reworded(self, message: str) -> Self:
+        """A copy of this error saying ``message`` instead, for a caller that adds where it
+        happened: same class, status, code, detail and frame id. A copy rather than a new
+        instance of ``type(self)``, as the subclasses' constructors differ
+        (``ConnectionFailed`` takes no status)."""
+        other = copy.copy(self)
+        other.message = message
+        other.args = (message,)
+        return other
 
 
 class BadRequestError(DifflowError):

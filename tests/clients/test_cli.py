@@ -12,8 +12,10 @@ import httpx
 import orjson
 import pytest
 from typer.testing import CliRunner, Result
+from websockets.exceptions import ConnectionClosedError
+from websockets.frames import Close
 
-from clients import cli_push
+from clients import cli_push, cli_records
 from clients.cli import app
 from clients.cli_state import CliState
 from tests.clients.doubles import Connector, Exchange, answer, body_of, connector
@@ -24,7 +26,7 @@ runner = CliRunner()
 def invoke(
     exchange: Exchange,
     *args: str,
-    stdin: str | None = None,
+    stdin: str | bytes | None = None,
     connect: Connector | None = None,
     env: dict[str, str] | None = None,
 ) -> Result:
@@ -132,7 +134,7 @@ def test_push_jsonl_in_batches_with_a_summary(exchange: Exchange) -> None:
 
 def test_push_client_timed_with_default_time_and_frontier(exchange: Exchange) -> None:
     pending = answer(202, {"token": "w-1", "status": "pending"})
-    exchange.on("GET", "/v1/tables/t", answer(200, CLIENT_TIMED))
+    exchange.on("GET", "/v1/tables/t", answer(200, {**CLIENT_TIMED, "time_dims": 2}))
     exchange.on("POST", "/v1/tables/t/updates", pending)
     exchange.on("GET", "/v1/completions/w-1", pending)
     rows = '{"a": 1}\n{"a": 2}\n'
@@ -145,6 +147,7 @@ def test_push_client_timed_with_default_time_and_frontier(exchange: Exchange) ->
     assert "latency n/a; 1 writes pending" in result.stdout  # the frontier did not reach it
     assert exchange.last.url.path == "/v1/completions/w-1"
     # the frontier it moves to makes the write final: the summary says nothing is pending
+    exchange.on("GET", "/v1/tables/t", answer(200, CLIENT_TIMED))
     exchange.on("GET", "/v1/completions/w-1", answer(200, {"token": "w-1", "status": "done"}))
     result = ok(invoke(exchange, "push", "t", "--time", "1", "--advance-to", "5", stdin=rows))
     assert "pending" not in result.stdout, result.stdout
@@ -166,15 +169,16 @@ def test_push_refused_as_too_large_names_its_own_option(exchange: Exchange) -> N
     result = invoke(exchange, "push", "edges", stdin='{"src": 1, "dst": 2}\n{"src": 2, "dst": 3}\n')
     assert result.exit_code == 1
     assert result.stderr == (
-        "error: batch_too_large: 2 updates in one write; the limit is 1 (--max-batch) "
-        "(push with --batch 1 or less)\n"
+        "error: batch_too_large: write 1 (lines 1-2) was refused: 2 updates in one write; the "
+        "limit is 1 (--max-batch) (push with --batch 1 or less); nothing was written\n"
     )
 
 
 def test_push_refuses_a_frontier_behind_the_tables_before_writing(exchange: Exchange) -> None:
     """``--advance-to`` behind the table's frontier: nothing is written (audit 45: the rows
     were, then the frontier's refusal read as if the whole push had been refused)."""
-    exchange.on("GET", "/v1/tables/t", answer(200, {**CLIENT_TIMED, "frontier": [[4, 4]]}))
+    two_d = {**CLIENT_TIMED, "time_dims": 2, "frontier": [[4, 4]]}
+    exchange.on("GET", "/v1/tables/t", answer(200, two_d))
     for extra in ((), ("--ws",)):
         result = invoke(
             exchange,
@@ -352,7 +356,9 @@ def test_push_over_websocket_stops_at_an_error_frame(exchange: Exchange) -> None
     connect = connector([error])
     result = invoke(exchange, "push", "t", "--ws", stdin='{"b": 1}\n', connect=connect)
     assert result.exit_code == 1
-    assert result.stderr == "error: invalid: unknown column b\n"
+    assert result.stderr == (
+        "error: invalid: write 1 (line 1) was refused: unknown column b; nothing was written\n"
+    )
 
 
 def test_push_over_websocket_says_what_was_written_around_a_refused_frame(
@@ -374,8 +380,8 @@ def test_push_over_websocket_says_what_was_written_around_a_refused_frame(
     result = invoke(exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=connect)
     assert result.exit_code == 1
     assert result.stderr == (
-        "error: wrong_type: write 2 (input rows 3-4), at input row 4, was refused: a must be "
-        "int; 4 rows in 2 other writes were written\n"
+        "error: wrong_type: write 2 (lines 3-4), at line 4, was refused: a must be int; "
+        "4 rows in 2 other writes were written\n"
     )
 
 
@@ -388,7 +394,7 @@ def test_push_says_what_was_written_before_a_line_it_cannot_read(exchange: Excha
     result = invoke(exchange, "push", "t", "--batch", "2", stdin=rows)
     assert result.exit_code == 1
     assert result.stderr == (
-        "error: bad_input: line 4: not JSON (unexpected end of data: line 2 column 1 (char 7))"
+        "error: bad_input: line 4: not JSON (unexpected end of data at character 8)"
         "; 2 rows in 1 write before it were written\n"
     ), result.stderr
     ack = {"type": "ack", "status": "done", "latency_ms": 0.1}
@@ -418,8 +424,8 @@ def test_push_over_http_says_where_it_stopped_and_what_was_written(exchange: Exc
     )
     assert result.exit_code == 1
     assert result.stderr == (
-        "error: wrong_type: write 2 (input rows 4-5), at input row 5, was refused: b must be "
-        "int; 3 rows in 1 other writes were written\n"
+        "error: wrong_type: write 2 (lines 5-6), at line 6, was refused: b must be int; "
+        "3 rows in 1 other writes were written\n"
     )
 
 
@@ -752,3 +758,288 @@ def test_bad_options_are_usage_errors(exchange: Exchange, args: tuple[str, ...])
     result = invoke(exchange, *args, stdin='{"a": 1}\n')
     assert result.exit_code == 2
     assert exchange.requests == []
+
+
+# --- audit 89 -------------------------------------------------------------------------------
+
+
+def test_push_a_later_write_without_an_answer_says_what_was_written(exchange: Exchange) -> None:
+    """Audit 89 F1: a write after the first that timed out (or lost its connection) ended
+    in a traceback (the error was rebuilt with a status ``ConnectionFailed`` does not take);
+    now one line names the write, says it may still be carried out, and counts the rows of
+    the writes before it. So does moving the frontier at the end."""
+    done = answer(200, {"status": "done", "latency_ms": 0.1})
+    rows = "".join(f'{{"a": {i}}}\n' for i in range(5))
+    for failure, code, said in (
+        (httpx.ReadTimeout("timed out"), "timed_out", "no answer within the timeout"),
+        (httpx.ConnectError("[Errno 111] Connection refused"), "connection_failed", "refused"),
+    ):
+        exchange.on("POST", "/v1/tables/t/updates", done, done, failure)
+        result = invoke(exchange, "--timeout", "1", "push", "t", "--batch", "2", stdin=rows)
+        assert result.exit_code == 1, result.exception
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(
+            f"error: {code}: write 3 (line 5) got no answer, and may still be carried out: "
+            "POST http://127.0.0.1:8000/v1/tables/t/updates"
+        ), line
+        assert said in line
+        assert line.endswith("; 4 rows in 2 writes before it were written"), line
+    exchange.on("GET", "/v1/tables/t", answer(200, {**CLIENT_TIMED, "frontier": [0]}))
+    exchange.on("POST", "/v1/tables/t/updates", done, httpx.ReadTimeout("timed out"))
+    result = invoke(exchange, "push", "t", "--time", "1", "--advance-to", "2", stdin=rows)
+    assert result.exit_code == 1, result.exception
+    assert result.stderr.startswith(
+        "error: timed_out: 5 rows in 1 writes were written, then moving the frontier to 2 got "
+        "no answer (it may still be carried out): POST "
+    ), result.stderr
+
+
+def test_push_input_that_is_not_utf8_names_its_line(exchange: Exchange, tmp_path: Path) -> None:
+    """Audit 89 F2: a byte that is not UTF-8 ended in a traceback (on stdin before anything
+    was sent), never saying what had been written; now it is a bad line like any other, in
+    JSON lines and CSV, from a file or stdin, over HTTP or a WebSocket. A plan file that
+    is not UTF-8 is a usage error, as one that is not JSON."""
+    exchange.on(
+        "GET",
+        "/v1/tables/t",
+        answer(200, {"name": "t", "columns": [{"name": "a", "type": "string"}]}),
+    )
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"latency_ms": 0.1}))
+    jsonl = b'{"a": "x"}\n{"a": "y"}\n\n{"a": "caf\xe9"}\n'
+    expected = (
+        "error: bad_input: line 4: not UTF-8 text (byte 0xe9 at character 11); "
+        "2 rows in 1 write before it were written\n"
+    )
+    file = tmp_path / "t.jsonl"
+    file.write_bytes(jsonl)
+    for args, stdin in ((("-f", str(file)), None), ((), jsonl)):
+        result = invoke(exchange, "push", "t", "--batch", "2", *args, stdin=stdin)
+        assert (result.exit_code, result.stderr) == (1, expected), result.exception
+    csv_file = tmp_path / "t.csv"
+    csv_file.write_bytes(b"a\nx\ny\n\xff\n")
+    result = invoke(exchange, "push", "t", "--batch", "2", "-f", str(csv_file))
+    assert result.stderr == (
+        "error: bad_input: line 4: not UTF-8 text (byte 0xff at character 1); "
+        "2 rows in 1 write before it were written\n"
+    )
+    connect = connector([{"type": "ack", "id": 0, "status": "done", "latency_ms": 0.1}])
+    result = invoke(exchange, "push", "t", "--ws", "--batch", "2", stdin=jsonl, connect=connect)
+    assert (result.exit_code, result.stderr) == (1, expected), result.exception
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(b'{"op": "table", "name": "\xe9"}')
+    result = invoke(exchange, "view", "create", "v", "-f", str(plan))
+    assert result.exit_code == 2
+    assert "line 1: not UTF-8 text (byte 0xe9 at character 26)" in result.stderr
+
+
+def test_push_csv_takes_long_values_and_names_the_line_it_cannot_read(
+    exchange: Exchange, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Audit 89 F3: a value over csv's default 131,072 characters ended in a traceback."""
+    exchange.on(
+        "GET",
+        "/v1/tables/t",
+        answer(200, {"name": "t", "columns": [{"name": "a", "type": "string"}]}),
+    )
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"latency_ms": 0.1}))
+    long = "x" * 200_000
+    ok(invoke(exchange, "push", "t", "--format", "csv", stdin=f"a\nshort\n{long}\n"))
+    assert body_of(exchange.last) == {"columns": {"a": ["short", long]}}
+    monkeypatch.setattr(cli_records, "_CSV_FIELD_LIMIT", 10)  # any csv.Error, named
+    text = 'a\nshort\n\n"multi\nline"\n' + "y" * 11 + "\n"
+    result = invoke(exchange, "push", "t", "--format", "csv", "--batch", "1", stdin=text)
+    assert result.stderr == (
+        "error: bad_input: line 6: not CSV (field larger than field limit (10)); "
+        "2 rows in 2 writes before it were written\n"
+    ), result.stderr
+
+
+def test_push_times_with_the_wrong_number_of_coordinates_are_refused_before_writing(
+    exchange: Exchange,
+) -> None:
+    """Audit 89 F4 and F5: ``--time 10,20`` on a 1-D table spread CSV rows over times 10
+    and 20 (the server reads a columnar write's list of times as one per row), and
+    ``--advance-to 1,2`` was refused only after the rows were written."""
+    exchange.on(
+        "GET", "/v1/tables/t", answer(200, {**CLIENT_TIMED, "time_dims": 1, "frontier": [0]})
+    )
+    cases = [
+        (("--format", "csv", "--time", "10,20"), "a\n1\n2\n", "--time 10,20 has 2 coordinates"),
+        (
+            ("--time", "20", "--advance-to", "1,2"),
+            '{"a": 1}\n',
+            "--advance-to 1,2 has 2 coordinates",
+        ),
+    ]
+    for extra in ((), ("--ws",)):
+        for args, stdin, said in cases:
+            result = invoke(exchange, "push", "t", *args, *extra, stdin=stdin)
+            assert result.exit_code == 1, result.exception
+            assert result.stderr == (
+                f"error: bad_input: {said}, but the times of table t have 1; nothing was written\n"
+            )
+    exchange.on("GET", "/v1/tables/t", answer(200, {**CLIENT_TIMED, "time_dims": 2}))
+    result = invoke(exchange, "push", "t", "--time", "5", stdin='{"a": 1}\n')
+    assert result.stderr == (
+        "error: bad_input: --time 5 has 1 coordinate, but the times of table t have 2; "
+        "nothing was written\n"
+    )
+    assert {r.method for r in exchange.requests} == {"GET"}
+
+
+def test_push_over_websocket_says_what_was_written_when_the_connection_is_lost(
+    exchange: Exchange,
+) -> None:
+    """Audit 89 F7: the lost connection's line said how many frames got no answer, but not
+    what the acknowledged ones wrote."""
+    ack = {"type": "ack", "status": "done", "latency_ms": 0.1}
+    lost = ConnectionClosedError(Close(1009, "message too big"), None)
+    connect = connector([{**ack, "id": 0}, {**ack, "id": 1}, lost])
+    rows = "".join(f'{{"a": {i}}}\n' for i in range(7))
+    result = invoke(exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=connect)
+    assert result.exit_code == 1, result.exception
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: connection_failed: connection to ws://"), line
+    assert line.endswith(
+        "; 2 frame(s) sent got no answer (each may or may not have been applied); "
+        "4 rows in 2 acknowledged writes were written"
+    ), line
+
+
+def test_push_refusals_name_lines_as_input_errors_do(exchange: Exchange) -> None:
+    """Audit 89 F8: refusals counted "input rows" (blank lines and the CSV header not
+    counted) where unreadable input named lines; both name the input's lines now (a CSV
+    record's first line)."""
+
+    def refusal(path: str) -> httpx.Response:
+        error = {"code": "wrong_type", "message": "no", "detail": {"path": path}}
+        return answer(422, {"error": error})
+
+    exchange.on("POST", "/v1/tables/t/updates", refusal("updates[1].insert.a"))
+    result = invoke(exchange, "push", "t", stdin='\n{"a": 0}\n\n\n{"a": "x"}\n')
+    assert result.stderr == (
+        "error: wrong_type: write 1 (lines 2-5), at line 5, was refused: no; nothing was written\n"
+    )
+    exchange.on(
+        "GET",
+        "/v1/tables/t",
+        answer(200, {"name": "t", "columns": [{"name": "s", "type": "string"}]}),
+    )
+    exchange.on("POST", "/v1/tables/t/updates", refusal("columns.s[2]"))
+    text = 's\n"two\nlines"\n\nx\n"three\n\nlines"\n'
+    result = invoke(exchange, "push", "t", "--format", "csv", stdin=text)
+    assert result.stderr == (
+        "error: wrong_type: write 1 (lines 2-6), at line 6, was refused: no; nothing was written\n"
+    )
+
+
+@pytest.mark.parametrize("key", ["", "a,,b", "a,"])
+def test_an_empty_primary_key_name_is_a_usage_error(exchange: Exchange, key: str) -> None:
+    """Audit 89 F9: ``--primary-key ""`` made a table without a key."""
+    result = invoke(exchange, "table", "create", "t", "--column", "a:int", "--primary-key", key)
+    assert result.exit_code == 2
+    assert "--primary-key" in result.stderr
+    assert exchange.requests == []
+
+
+def test_primary_key_names_are_stripped(exchange: Exchange) -> None:
+    """Audit 89 F9: ``--primary-key "a, b"`` named a column " b"."""
+    exchange.on("POST", "/v1/tables", answer(201, EDGES))
+    args = ("--column", "a:int", "--column", "b:int", "--column", "c:int")
+    ok(
+        invoke(
+            exchange, "table", "create", "t", *args, "--primary-key", "a, b", "--primary-key", " c"
+        )
+    )
+    assert body_of(exchange.last)["primary_key"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"), [("1_000", "int"), ("1_0.5", "float"), ("1e1_0", "float")]
+)
+def test_push_csv_numbers_with_underscores_are_refused(
+    exchange: Exchange, value: str, kind: str
+) -> None:
+    """Audit 89 F10: Python's int() and float() take ``1_000``; JSON does not."""
+    description = {"name": "t", "columns": [{"name": "n", "type": kind}]}
+    exchange.on("GET", "/v1/tables/t", answer(200, description))
+    result = invoke(exchange, "push", "t", "--format", "csv", stdin=f"n\n{value}\n")
+    assert result.exit_code == 1
+    assert result.stderr == f"error: bad_input: line 2, column n: {value!r} is not of type {kind}\n"
+    assert [r.method for r in exchange.requests] == ["GET"]
+
+
+def test_a_byte_order_mark_is_skipped_in_json_lines_and_plans(
+    exchange: Exchange, tmp_path: Path
+) -> None:
+    """Audit 89 F11: CSV skipped a byte order mark; JSON lines and plan files refused it."""
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"latency_ms": 0.1}))
+    rows = tmp_path / "rows.jsonl"
+    rows.write_bytes(b'\xef\xbb\xbf{"a": 1}\n')
+    for args, stdin in ((("-f", str(rows)), None), ((), rows.read_bytes())):
+        ok(invoke(exchange, "push", "t", *args, stdin=stdin))
+        assert body_of(exchange.last) == {"updates": [{"insert": {"a": 1}}]}
+    plan = {"op": "table", "name": "t"}
+    exchange.on("POST", "/v1/views", answer(201, {"name": "v", "columns": []}))
+    path = tmp_path / "plan.json"
+    path.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(plan))
+    ok(invoke(exchange, "view", "create", "v", "-f", str(path)))
+    assert body_of(exchange.last) == {"name": "v", "query": plan}
+
+
+def test_peek_and_ls_escape_control_characters(exchange: Exchange) -> None:
+    """Audit 89 F12: a value holding ESC went to the terminal as it is, and could recolour
+    it or move its cursor; control characters are shown escaped now (newlines and tabs as
+    they are, as a cell shows them)."""
+    values = ["\x1b[31mRED", "a\rb", "bell\x07", "c1\x9b2J"]
+    rows = {"time": 1, "frontier": [2], "rows": [{"data": {"s": v}, "count": 1} for v in values]}
+    exchange.on("GET", "/v1/views/v/rows", answer(200, rows))
+    result = ok(invoke(exchange, "peek", "v"))
+    for shown in ("\\x1b[31mRED", "a\\rb", "bell\\x07", "c1\\x9b2J"):
+        assert shown in result.stdout, (shown, result.stdout)
+    tables = {"tables": [{**EDGES, "name": "e\x1bdges", "primary_key": ["s\x1brc"], "readers": []}]}
+    exchange.on("GET", "/v1/tables", answer(200, tables))
+    exchange.on("GET", "/v1/views", answer(200, {"views": []}))
+    result = ok(invoke(exchange, "ls"))
+    assert "e\\x1bdges" in result.stdout and "s\\x1brc" in result.stdout, result.stdout
+    for output in (result.stdout, ok(invoke(exchange, "peek", "v")).stdout):
+        assert not any(c in output for c in "\x1b\r\x07\x9b"), output
+
+
+def test_push_over_websocket_names_every_refused_write(exchange: Exchange) -> None:
+    """Audit 89 F13: with pipelined frames, only the first refused write was named."""
+    ack = {"type": "ack", "status": "done", "latency_ms": 0.1}
+
+    def error(frame: int) -> dict[str, Any]:
+        return {"type": "error", "id": frame, "error": {"code": "wrong_type", "message": "no"}}
+
+    frames = [{**ack, "id": 0}, error(1), {**ack, "id": 2}, *(error(i) for i in range(3, 9))]
+    rows = [f'{{"a": {i}}}\n' for i in range(9)]
+    for answered, also in (
+        (frames[:4], "write 4 was refused too"),
+        (frames[:6], "writes 4, 5 and 6 were refused too"),
+        (frames, "writes 4, 5, 6, 7 and 2 more were refused too"),
+    ):
+        connect = connector(answered)
+        result = invoke(
+            exchange,
+            "push",
+            "t",
+            "--ws",
+            "--batch",
+            "1",
+            stdin="".join(rows[: len(answered)]),
+            connect=connect,
+        )
+        assert result.stderr == (
+            f"error: wrong_type: write 2 (line 2) was refused: no; {also}; "
+            "2 rows in 2 other writes were written\n"
+        ), result.stderr
+
+
+def test_the_timeout_says_what_it_does_not_bound(exchange: Exchange) -> None:
+    """Audit 89 F6: ``--timeout`` does not bound WebSocket answers or a load (by design:
+    a subscription waits for changes, a load for Spark); its help says so."""
+    result = ok(invoke(exchange, "--help"))
+    text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stdout).split())
+    assert "Not for the answers of push --ws, subscribe or load" in text, text

@@ -630,3 +630,94 @@ def test_python_m_api_server_takes_the_serve_options() -> None:
     )
     assert wrong.returncode == 2
     assert "No such option" in wrong.stderr
+
+
+# --- audit 89: input the CLI reads, and what it shows ------------------------------------------
+
+
+def test_push_stops_at_a_line_that_is_not_utf8_saying_what_was_written(
+    server: Server, api: Client, tmp_path: Path
+) -> None:
+    """Audit 89 F2: a byte that is not UTF-8 ended in a traceback, and the rows already
+    written went unmentioned; now the line is named and the count is the server's."""
+    rows = [orjson.dumps({"k": k, "s": "é"}) + b"\n" for k in range(5)]
+    rows[3] = b'{"k": 3, "s": "\xe9"}\n'  # Latin-1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"".join(rows))
+    for table, extra in (("u8_http", ()), ("u8_ws", ("--ws",))):
+        api.create_table(table, {"k": "int", "s": "string"})
+        done = run(server, "push", table, "-f", str(bad), "--batch", "2", *extra, exit_code=1)
+        assert one_error_line(done, "bad_input") == (
+            "error: bad_input: line 4: not UTF-8 text (byte 0xe9 at character 16); "
+            "2 rows in 1 write before it were written"
+        )
+        assert api.table(table)["rows"] == 2
+
+
+def test_push_reads_long_csv_values_and_byte_order_marks(
+    server: Server, api: Client, tmp_path: Path
+) -> None:
+    """Audit 89 F3 and F11: a CSV value over 131,072 characters ended in a traceback; a
+    byte order mark was skipped in CSV but refused in JSON lines and plan files."""
+    api.create_table("long_t", {"k": "int", "s": "string"})
+    long = "x" * 200_000
+    csv_file = tmp_path / "long.csv"
+    csv_file.write_text(f"k,s\n1,{long}\n2,short\n")
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b'\xef\xbb\xbf{"k": 3, "s": "bom"}\n')
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(b'\xef\xbb\xbf{"op": "table", "name": "long_t"}')
+    pushed_csv, pushed_bom, created = run_all(
+        server,
+        [
+            (("push", "long_t", "-f", str(csv_file)), None),
+            (("push", "long_t", "-f", str(bom)), None),
+            (("view", "create", "long_v", "-f", str(plan)), None),
+        ],
+        exit_code=0,
+    )
+    assert pushed_csv.stdout.startswith("pushed 2 rows to long_t")
+    assert pushed_bom.stdout.startswith("pushed 1 rows to long_t")
+    assert created.stdout == "created view long_v (k int, s string)\n"
+    assert counted(api.rows("long_v")) == {
+        (("k", 1), ("s", long)): 1,
+        (("k", 2), ("s", "short")): 1,
+        (("k", 3), ("s", "bom")): 1,
+    }
+
+
+def test_push_time_of_the_wrong_arity_writes_nothing(
+    server: Server, api: Client, tmp_path: Path
+) -> None:
+    """Audit 89 F4 and F5: on a 1-D table, ``--time 10,20`` spread a CSV file's rows over
+    times 10 and 20 (two rows a write), and ``--advance-to 1,2`` was refused only after
+    the rows were written."""
+    api.create_table("arity_t", {"a": "int"}, timing="client")
+    csv_file = tmp_path / "rows.csv"
+    csv_file.write_text("a\n" + "".join(f"{a}\n" for a in range(10)))
+    spread, frontier = run_all(
+        server,
+        [
+            (("push", "arity_t", "-f", str(csv_file), "--time", "10,20", "--batch", "2"), None),
+            (("push", "arity_t", "--time", "20", "--advance-to", "1,2"), '{"a": 1}\n'),
+        ],
+        exit_code=1,
+    )
+    assert one_error_line(spread, "bad_input").endswith(
+        "--time 10,20 has 2 coordinates, but the times of table arity_t have 1; nothing was written"
+    )
+    assert "--advance-to 1,2 has 2 coordinates" in one_error_line(frontier, "bad_input")
+    table = api.table("arity_t")
+    assert (table["rows"], table["frontier"]) == (0, [0])
+    assert api.write("arity_t", advance_to=1)["frontier"] == [1]  # nothing was pending
+
+
+def test_peek_escapes_control_characters_in_values(server: Server, api: Client) -> None:
+    """Audit 89 F12: ``peek`` wrote a value's ESC to the terminal as it is."""
+    api.create_table("ctl_t", {"s": "string"})
+    api.write("ctl_t", [{"insert": {"s": "\x1b[31mRED"}}, {"insert": {"s": "two\nlines"}}])
+    api.create_view("ctl_v", {"op": "table", "name": "ctl_t"})
+    shown = run(server, "peek", "ctl_v").stdout
+    assert "\x1b" not in shown
+    assert "\\x1b[31mRED" in shown
+    assert re.search(r"two\s*│\s*\d", shown) and re.search(r"lines\s*│", shown), shown
