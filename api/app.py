@@ -7,13 +7,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from api import ws
 from api.errors import install_error_handlers
 from api.head import HeadAsGet
 from api.plan_schema import COMPONENTS as PLAN_COMPONENTS
 from api.plan_schema import QUERY
+from api.query import known_query
 from api.responses import JSONResponse
 from api.routes import loads, ops, tables, views
 from service.loads import LoadManager
@@ -50,10 +51,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.writers = set()  # write sockets' unanswered frames (api.ws.Unanswered)
     install_error_handlers(app)
     app.add_middleware(HeadAsGet)
-    app.include_router(ops.router)
-    app.include_router(tables.router)
-    app.include_router(views.router)
-    app.include_router(loads.router)
+    known = [Depends(known_query)]  # no query parameter a route does not take
+    app.include_router(ops.router, dependencies=known)
+    app.include_router(tables.router, dependencies=known)
+    app.include_router(views.router, dependencies=known)
+    app.include_router(loads.router, dependencies=known)
     app.include_router(ws.router)
     app.openapi = lambda: _document(app)  # type: ignore[method-assign]
     return app

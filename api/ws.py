@@ -22,7 +22,7 @@ import orjson
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from api.body import exact_json, has_long_number, parse_json
-from api.query import query_value
+from api.query import query_value, refuse_unknown
 from api.routes.tables import submit_write
 from service.codec import nests_deeper
 from service.errors import Invalid, NotFound, ServiceError, TooLarge
@@ -129,6 +129,11 @@ class Unanswered:
 @router.websocket("/v1/tables/{name}/updates")
 async def ws_updates(ws: WebSocket, name: str) -> None:
     await ws.accept()
+    try:
+        refuse_unknown(ws.query_params, ())
+    except ServiceError as exc:
+        await _refuse(ws, exc)
+        return
     rt: Runtime = ws.app.state.runtime
     acks: asyncio.Queue[tuple[Any, WriteCommand | ServiceError] | None] = asyncio.Queue()
     unanswered = Unanswered(lambda: ws.close(1012, "server shutting down"))
@@ -228,12 +233,11 @@ async def ws_subscribe(ws: WebSocket, name: str) -> None:
     rt: Runtime = ws.app.state.runtime
     loop = asyncio.get_running_loop()
     try:
+        refuse_unknown(ws.query_params, ("snapshot", "progress"))
         snapshot, progress = _flag(ws, "snapshot"), _flag(ws, "progress")
         sub = await rt.read(lambda: rt.subscribe(name, snapshot, progress, loop), ("view", name))
     except ServiceError as exc:
-        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # peer gone
-            await ws.send_text(orjson.dumps(_error_frame(None, exc)).decode())
-            await ws.close()
+        await _refuse(ws, exc)
         return
     heartbeat = rt.settings.heartbeat_s
     sub.abort = (ws.scope.get("extensions") or {}).get(ABORT, {}).get("abort")
@@ -305,6 +309,11 @@ async def ws_unknown(ws: WebSocket, path: str) -> None:
         "/v1/tables/{name}/updates and /v1/views/{name}/subscribe",
         {"path": f"/{path}"},
     )
+    await _refuse(ws, error)
+
+
+async def _refuse(ws: WebSocket, error: ServiceError) -> None:
+    """One error frame, then the socket closes (1000)."""
     with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):  # peer gone
         await ws.send_text(orjson.dumps(_error_frame(None, error)).decode())
         await ws.close()

@@ -182,6 +182,40 @@ def test_wait_given_twice_is_422_and_writes_nothing(client: httpx.Client, name: 
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
 
 
+def test_a_query_parameter_an_endpoint_does_not_take_is_refused(
+    server: Any, client: httpx.Client, name: str
+) -> None:
+    """A typo was ignored (audits 90 and 93): ``?waits=false`` waited, ``?asof=0`` read the
+    latest contents. Unknown parameters are a 422 naming them; nothing is written."""
+    make_table(client, name, [("x", "int")])
+    make_view(client, f"{name}_v", {"op": "table", "name": name})
+    refused = [
+        client.post(
+            f"/v1/tables/{name}/updates",
+            params={"waits": "false"},
+            json={"updates": [{"insert": {"x": 1}}]},
+        ),
+        client.get(f"/v1/views/{name}_v/rows", params={"asof": "0"}),
+        client.get(f"/v1/tables/{name}", params={"verbose": "1"}),
+        client.get("/healthz", params={"x": ""}),
+    ]
+    for r, bad in zip(refused, ["waits", "asof", "verbose", "x"], strict=True):
+        err = assert_error(r, 422, "invalid")
+        assert (
+            err["detail"] == {"path": bad} and f"unknown query parameter {bad!r}" in err["message"]
+        )
+    assert "takes wait" in assert_error(refused[0], 422)["message"]
+    assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
+    assert client.get(f"/v1/views/{name}_v/rows", params={"as_of": "0"}).status_code in (200, 409)
+    with connect(f"{server.ws_url}/v1/tables/{name}/updates?wait=false") as ws:
+        frame = json.loads(ws.recv(timeout=30))
+    assert frame["type"] == "error" and frame["error"]["detail"] == {"path": "wait"}
+    url = f"{server.ws_url}/v1/views/{name}_v/subscribe?snapshot=true&snapshots=false"
+    with connect(url) as ws:
+        frame = json.loads(ws.recv(timeout=30))
+    assert frame["type"] == "error" and frame["error"]["detail"] == {"path": "snapshots"}
+
+
 def test_time_before_frontier_and_backwards_frontier_are_409(
     client: httpx.Client, name: str
 ) -> None:
