@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from clients.cli_records import parse_pairs, parse_time
-from clients.cli_render import progress_bar, rate_text
+from clients.cli_render import counted, progress_bar, rate_text
 from clients.cli_state import client_of
 from clients.client import Client
 from clients.errors import DifflowError
@@ -75,7 +75,8 @@ def load(
     if status["state"] != "done":
         raise _load_error(load_id, status)
     rate = rate_text(status.get("rows_per_s") or 0)
-    typer.echo(f"load {load_id} done: {status.get('rows', 0):,} rows into {table} ({rate} rows/s)")
+    rows = counted(int(status.get("rows", 0)), "row")
+    typer.echo(f"load {load_id} done: {rows} into {table} ({rate} rows/s)")
 
 
 def _source(

@@ -30,7 +30,7 @@ from clients.cli_records import (
     open_input,
     parse_time,
 )
-from clients.cli_render import progress_bar, rate_text
+from clients.cli_render import counted, progress_bar, rate_text
 from clients.cli_state import client_of
 from clients.client import Client
 from clients.endpoints import write_body
@@ -89,7 +89,7 @@ class PushStats:
     def summary(self, table: str, unit: str) -> str:
         elapsed = max(time.perf_counter() - self.started, 1e-9)
         text = (
-            f"pushed {self.rows:,} rows to {table} in {self.writes:,} {unit}"
+            f"pushed {counted(self.rows, 'row')} to {table} in {counted(self.writes, unit)}"
             f" ({rate_text(self.rows / elapsed)} rows/s); "
         )
         if self.latencies_ms:
@@ -98,7 +98,7 @@ class PushStats:
         else:
             text += "latency n/a"
         if self.pending:
-            text += f"; {len(self.pending):,} writes pending until the frontier moves"
+            text += f"; {counted(len(self.pending), 'write')} pending until the frontier moves"
         return text
 
 
@@ -165,12 +165,11 @@ def push(
             raise InputError(f"{exc.message}; {_before(stats)}") from exc
         if frontier is not None:  # moving the frontier may have finished pending writes
             stats.pending = [t for t in stats.pending if not stats.finished(client.completion(t))]
-    typer.echo(stats.summary(table, "frames" if ws else "requests"))
+    typer.echo(stats.summary(table, "frame" if ws else "request"))
 
 
 def _before(stats: PushStats) -> str:
-    writes = f"{stats.writes:,} write{'s' if stats.writes != 1 else ''}"
-    return f"{stats.rows:,} rows in {writes} before it were written"
+    return _written(stats, "write", " before it")
 
 
 def _check_arity(table: str, dims: int, option: str, text: str | None, time: Time | None) -> None:
@@ -212,7 +211,7 @@ def _advance(send: Callable[[], Any], frontier: Time, stats: PushStats) -> None:
     try:
         send()
     except DifflowError as exc:
-        written = f"{stats.rows:,} rows in {stats.writes:,} writes were written"
+        written = _written(stats, "write")
         outcome = (
             "got no answer (it may still be carried out)"
             if isinstance(exc, ConnectionFailed)
@@ -251,11 +250,7 @@ def _refused(
     hint = ""  # the server names its own flag; push's is --batch
     if exc.code == "batch_too_large" and "limit" in detail:
         hint = f" (push with --batch {detail['limit']} or less)"
-    written = (
-        f"{stats.rows:,} rows in {stats.writes:,} other writes were written"
-        if stats.writes
-        else "nothing was written"
-    )
+    written = _written(stats, "other write") if stats.writes else "nothing was written"
     return exc.reworded(f"{where} was refused: {exc.message}{hint}{_too(also)}; {written}")
 
 
@@ -370,5 +365,10 @@ def _push_ws(
 def _acknowledged(stats: PushStats) -> str:
     if not stats.writes:
         return "no write was acknowledged"
-    writes = f"{stats.writes:,} acknowledged write{'s' if stats.writes != 1 else ''}"
-    return f"{stats.rows:,} rows in {writes} were written"
+    return _written(stats, "acknowledged write")
+
+
+def _written(stats: PushStats, noun: str, where: str = "") -> str:
+    """``2,480 rows in 124 other writes were written`` (``noun`` names the writes)."""
+    verb = "was" if stats.rows == 1 else "were"
+    return f"{counted(stats.rows, 'row')} in {counted(stats.writes, noun)}{where} {verb} written"

@@ -20,6 +20,7 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters but
 
 __all__ = [
     "columns_text",
+    "counted",
     "json_text",
     "progress_bar",
     "rate_text",
@@ -29,6 +30,11 @@ __all__ = [
     "tables_table",
     "views_table",
 ]
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 row``, ``2,480 rows``: a count with its noun, plural but for one."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def rate_text(per_s: float) -> str:

@@ -143,8 +143,8 @@ def test_push_client_timed_with_default_time_and_frontier(exchange: Exchange) ->
         {"updates": [{"insert": {"a": 1}}, {"insert": {"a": 2}}], "time": [1, 2]},
         {"updates": [], "advance_to": [3, 3]},
     ]
-    assert "pushed 2 rows to t in 1 requests" in result.stdout
-    assert "latency n/a; 1 writes pending" in result.stdout  # the frontier did not reach it
+    assert "pushed 2 rows to t in 1 request" in result.stdout
+    assert "latency n/a; 1 write pending" in result.stdout  # the frontier did not reach it
     assert exchange.last.url.path == "/v1/completions/w-1"
     # the frontier it moves to makes the write final: the summary says nothing is pending
     exchange.on("GET", "/v1/tables/t", answer(200, CLIENT_TIMED))
@@ -224,7 +224,7 @@ def test_push_says_the_rows_were_written_when_the_frontier_is_refused(
     result = invoke(exchange, "push", "t", "--time", "1", "--advance-to", "3", stdin='{"a": 1}\n')
     assert result.exit_code == 1
     assert result.stderr == (
-        "error: frontier_backwards: 1 rows in 1 writes were written, then moving the frontier "
+        "error: frontier_backwards: 1 row in 1 write was written, then moving the frontier "
         "to 3 was refused: advance_to [3] would move the frontier of table 't' backwards from "
         "[9]\n"
     )
@@ -425,7 +425,7 @@ def test_push_over_http_says_where_it_stopped_and_what_was_written(exchange: Exc
     assert result.exit_code == 1
     assert result.stderr == (
         "error: wrong_type: write 2 (lines 5-6), at line 6, was refused: b must be int; "
-        "3 rows in 1 other writes were written\n"
+        "3 rows in 1 other write were written\n"
     )
 
 
@@ -611,7 +611,7 @@ def test_a_slow_load_rate_keeps_its_digits(exchange: Exchange) -> None:
     done = {"id": "L2", "state": "done", "rows": 1, "rows_per_s": 0.377}
     exchange.on("GET", "/v1/loads/L2", answer(200, done))
     result = ok(invoke(exchange, "load", "t", "--sql", "SELECT 1 AS x", "--poll-s", "0"))
-    assert result.stdout == "load L2 done: 1 rows into t (0.377 rows/s)\n"
+    assert result.stdout == "load L2 done: 1 row into t (0.377 rows/s)\n"
 
 
 @pytest.mark.parametrize(
@@ -789,7 +789,7 @@ def test_push_a_later_write_without_an_answer_says_what_was_written(exchange: Ex
     result = invoke(exchange, "push", "t", "--time", "1", "--advance-to", "2", stdin=rows)
     assert result.exit_code == 1, result.exception
     assert result.stderr.startswith(
-        "error: timed_out: 5 rows in 1 writes were written, then moving the frontier to 2 got "
+        "error: timed_out: 5 rows in 1 write were written, then moving the frontier to 2 got "
         "no answer (it may still be carried out): POST "
     ), result.stderr
 

@@ -270,7 +270,7 @@ def test_reachability_view_fed_by_every_push_form(
     # JSON lines on stdin over HTTP: a bare row and an update object (blank lines skipped)
     lines = '{"src": 1, "dst": 2}\n\n{"insert": {"src": 2, "dst": 3}}\n'
     done = run(server, "push", "r_edges", stdin=lines)
-    assert done.stdout.startswith("pushed 2 rows to r_edges in 1 requests (")
+    assert done.stdout.startswith("pushed 2 rows to r_edges in 1 request (")
     assert "latency p50 " in done.stdout and " ms, p99 " in done.stdout
     # CSV from a file (columns in any order) over one WebSocket, two rows per frame
     csv_file = tmp_path / "edges.csv"
@@ -283,7 +283,7 @@ def test_reachability_view_fed_by_every_push_form(
     roots_file = tmp_path / "roots.jsonl"
     roots_file.write_text('{"node": 1}\n{"upsert": {"node": 20}}\n')
     done = run(server, "push", "r_roots", "--file", str(roots_file), "--ws")
-    assert done.stdout.startswith("pushed 2 rows to r_roots in 1 frames (")
+    assert done.stdout.startswith("pushed 2 rows to r_roots in 1 frame (")
     # CSV on stdin over HTTP, one row per request
     done = run(
         server, "push", "r_edges", "--format", "csv", "--batch", "1", stdin="src,dst\n20,21\n21,1\n"
@@ -322,8 +322,8 @@ def test_client_timed_push_is_pending_until_the_frontier_moves(server: Server, a
     done = run(
         server, "push", "ct_t", "--time", "3", stdin='{"k": 1, "v": "a"}\n{"k": 2, "v": "b"}\n'
     )
-    assert done.stdout.startswith("pushed 2 rows to ct_t in 1 requests")
-    assert done.stdout.rstrip().endswith("latency n/a; 1 writes pending until the frontier moves")
+    assert done.stdout.startswith("pushed 2 rows to ct_t in 1 request")
+    assert done.stdout.rstrip().endswith("latency n/a; 1 write pending until the frontier moves")
     answer = api.rows("ct_n")
     assert (answer["rows"], answer["time"], answer["frontier"]) == ([], None, [0])
 
@@ -333,7 +333,7 @@ def test_client_timed_push_is_pending_until_the_frontier_moves(server: Server, a
         *("push", "ct_t", "--format", "csv", "--time", "5", "--advance-to", "4", "--ws"),
         stdin="k,v\n3,c\n",
     )
-    assert done.stdout.rstrip().endswith("; 1 writes pending until the frontier moves")
+    assert done.stdout.rstrip().endswith("; 1 write pending until the frontier moves")
     answer = api.rows("ct_n")
     assert (counted(answer), answer["time"], answer["frontier"]) == ({(("n", 2),): 1}, 3, [4])
 
@@ -677,7 +677,7 @@ def test_push_reads_long_csv_values_and_byte_order_marks(
         exit_code=0,
     )
     assert pushed_csv.stdout.startswith("pushed 2 rows to long_t")
-    assert pushed_bom.stdout.startswith("pushed 1 rows to long_t")
+    assert pushed_bom.stdout.startswith("pushed 1 row to long_t")
     assert created.stdout == "created view long_v (k int, s string)\n"
     assert counted(api.rows("long_v")) == {
         (("k", 1), ("s", long)): 1,
