@@ -50,18 +50,11 @@ def refuse_unknown(params: QueryParams, known: Collection[str]) -> None:
             )
 
 
-_TAKEN: dict[int, frozenset[str]] = {}  # by route: the query parameters it declares
-
-
 def known_query(request: Request) -> None:
     """Refuse a query parameter the route (and its dependencies) does not declare."""
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute):
-        return
-    taken = _TAKEN.get(id(route))
-    if taken is None:
-        taken = _TAKEN[id(route)] = frozenset(_declared(route.dependant))
-    refuse_unknown(request.query_params, taken)
+    if isinstance(route, APIRoute) and request.query_params:
+        refuse_unknown(request.query_params, _declared(route.dependant))
 
 
 def _declared(dependant: Dependant) -> set[str]:
