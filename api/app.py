@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI
 from api import ws
 from api.errors import install_error_handlers
 from api.head import HeadAsGet
+from api.models import ErrorBody
 from api.plan_schema import COMPONENTS as PLAN_COMPONENTS
 from api.plan_schema import QUERY
 from api.query import known_query
@@ -51,11 +52,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.writers = set()  # write sockets' unanswered frames (api.ws.Unanswered)
     install_error_handlers(app)
     app.add_middleware(HeadAsGet)
-    known = [Depends(known_query)]  # no query parameter a route does not take
-    app.include_router(ops.router, dependencies=known)
-    app.include_router(tables.router, dependencies=known)
-    app.include_router(views.router, dependencies=known)
-    app.include_router(loads.router, dependencies=known)
+    # no query parameter a route does not take: any route may answer 422 for one
+    known: dict[str, Any] = {
+        "dependencies": [Depends(known_query)],
+        "responses": {422: {"model": ErrorBody}},
+    }
+    app.include_router(ops.router, **known)
+    app.include_router(tables.router, **known)
+    app.include_router(views.router, **known)
+    app.include_router(loads.router, **known)
     app.include_router(ws.router)
     app.openapi = lambda: _document(app)  # type: ignore[method-assign]
     return app
@@ -64,8 +69,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def _document(app: FastAPI) -> dict[str, Any]:
     """The OpenAPI document, without the 422 FastAPI documents for any route with a
     parameter: its validation errors are answered in the error envelope (``api.errors``),
-    declared where a route can give them; routes that cannot, such as a lookup by token,
-    declare no 422. An optional query parameter is left out, never ``null``: its schema is
+    which every route declares for its 422 (any route refuses a query parameter it does
+    not take, ``api.query``). An optional query parameter is left out, never ``null``: its schema is
     its type alone (FastAPI offers ``null`` for ``as_of``). Plans and expressions are
     components of their own (``api.plan_schema``), recursive as plans are."""
     if app.openapi_schema is not None:

@@ -60,24 +60,25 @@ def parse_json(raw: bytes | str, too_deep: str = "invalid_value") -> Any:
 
 
 _LOOKED_THROUGH = 256 * 1024  # bytes of a refused body read again to say where
-_FLOAT_MAX = sys.float_info.max
 
 
 def _unrepresentable(raw: bytes | str) -> str:
     """Where the body holds what orjson refused (a number beyond double range, which the
-    standard library reads as an infinity or as an int past the float range, or a string
-    or name with a lone surrogate), as ``updates[3].insert.x``; ``body`` for a body too big
-    or too deep to read again here. It runs in the request loop: up to 256 KiB (at most
-    about 0.15 s here), read once more and walked without making a path for any value but
-    the one at fault (audit 92: a 4 MiB body of a million empty lists, each given its
-    path, held every request 5 s)."""
+    standard library reads as an infinity, or a string or name with a lone surrogate), as
+    ``updates[3].insert.x``; ``body`` for a body too big or too deep to read again here.
+    It runs in the request loop: up to 256 KiB (at most about 0.2 s on a slow machine),
+    read once more and walked without making a path for any value but the one at fault
+    (audit 92: a 4 MiB body of a million empty lists, each given its path, held every
+    request 5 s)."""
     if len(raw) > _LOOKED_THROUGH:
         return "body"
     with _depth_lock:  # as deep as orjson read (refuse_repeated_names)
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(limit + _PARSER_DEPTH + 64)
         try:
-            value = json.loads(raw, parse_constant=refuse_constant)
+            # ints as floats, as orjson reads those past 64 bits: one past the float range
+            # is an infinity, found below, whatever its digits (int() takes 4,300 at most)
+            value = json.loads(raw, parse_constant=refuse_constant, parse_int=float)
         except (RecursionError, ValueError):
             return "body"
         finally:
@@ -109,8 +110,6 @@ def _refused(item: Any) -> bool:
     """Whether orjson refuses ``item`` (as the standard library read it)."""
     if isinstance(item, float):
         return not math.isfinite(item)
-    if isinstance(item, int) and not isinstance(item, bool):
-        return not -_FLOAT_MAX <= item <= _FLOAT_MAX  # orjson reads such an int as a float
     return isinstance(item, str) and not _encodable(item)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 import typer
 
+from clients.cli_render import counted
 from clients.wire import Time
 
 __all__ = [
@@ -168,7 +169,8 @@ def csv_batches(
     numbers: list[int] = []
     for line, row in records:
         if len(row) != len(header):
-            raise InputError(f"line {line}: {len(row)} values for {len(header)} columns")
+            found, wanted = counted(len(row), "value"), counted(len(header), "column")
+            raise InputError(f"line {line}: {found} for {wanted}")
         for name, text in zip(header, row, strict=True):
             columns[name].append(_convert(kinds[name], text, line, name))
         numbers.append(line)

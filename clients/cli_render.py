@@ -146,5 +146,6 @@ def rows_summary(answer: Mapping[str, Any]) -> str:
     """``time 7, frontier [8], 2 distinct rows``: what a ``rows`` answer covers."""
     count = len(answer.get("rows", []))
     return (
-        f"time {_cell(answer.get('time'))}, frontier {_frontier(answer)}, {count:,} distinct rows"
+        f"time {_cell(answer.get('time'))}, frontier {_frontier(answer)}, "
+        f"{counted(count, 'distinct row')}"
     )

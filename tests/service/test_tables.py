@@ -197,6 +197,7 @@ def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:
         (b'{"columns": [{"name": "x", "type": "int"}, {"\\udc00": -1e400}]}', "columns[1].\\udc00"),
         (b'{"a": {"b": [0, [2, -1e999]]}}', "a.b[1][1]"),
         (b'{"a": [1, {"b": ' + b"9" * 310 + b"}]}", "a[1].b"),  # an int past double range
+        (b'{"a": [1, {"b": -' + b"9" * 5000 + b"}]}", "a[1].b"),  # past what int() reads
         (b'{"a": ' + b"[" * 1000 + b"1e999" + b"]" * 1000 + b"}", "a" + "[0]" * 1000),
     ):
         err = assert_error(client.post("/v1/tables", content=unrepresentable), 422)
@@ -204,7 +205,6 @@ def test_not_json_is_400_and_not_object_is_422(client: httpx.Client) -> None:
         assert f" at {where}: " in err["message"]
     for unrepresentable in (
         b'{"name": 1e999, "pad": "' + b"x" * (256 * 1024) + b'"}',  # not read again to say where
-        b'{"name": ' + b"9" * 4301 + b"}",  # past the digits Python's int() converts
         b"[" * 5000 + b"]" * 5000,  # past the 1,024 levels the parser nests (it was a 400)
         b'{"a": ' * 3000 + b'[1, "x", {}, []]' + b"}" * 3000,
     ):

@@ -205,6 +205,10 @@ def test_a_query_parameter_an_endpoint_does_not_take_is_refused(
             err["detail"] == {"path": bad} and f"unknown query parameter {bad!r}" in err["message"]
         )
     assert "takes wait" in assert_error(refused[0], 422)["message"]
+    document = client.get("/openapi.json").json()
+    for path, operations in document["paths"].items():  # every route may answer so
+        for method, operation in operations.items():
+            assert "422" in operation["responses"], (method, path)
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
     assert client.get(f"/v1/views/{name}_v/rows", params={"as_of": "0"}).status_code in (200, 409)
     with connect(f"{server.ws_url}/v1/tables/{name}/updates?wait=false") as ws:
