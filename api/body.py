@@ -9,6 +9,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import orjson
@@ -59,6 +60,22 @@ def parse_json(raw: bytes | str, too_deep: str = "invalid_value") -> Any:
         ) from exc
 
 
+_depth_lock = threading.Lock()
+
+
+@contextmanager
+def _as_deep_as_orjson() -> Iterator[None]:
+    """Python's recursion limit raised, meanwhile, so that the standard library's parser,
+    which counts its levels against it, reads every level orjson reads."""
+    with _depth_lock:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + _PARSER_DEPTH + 64)
+        try:
+            yield
+        finally:
+            sys.setrecursionlimit(limit)
+
+
 _LOOKED_THROUGH = 256 * 1024  # bytes of a refused body read again to say where
 
 
@@ -72,17 +89,13 @@ def _unrepresentable(raw: bytes | str) -> str:
     request 5 s)."""
     if len(raw) > _LOOKED_THROUGH:
         return "body"
-    with _depth_lock:  # as deep as orjson read (refuse_repeated_names)
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(limit + _PARSER_DEPTH + 64)
-        try:
+    try:
+        with _as_deep_as_orjson():
             # ints as floats, as orjson reads those past 64 bits: one past the float range
             # is an infinity, found below, whatever its digits (int() takes 4,300 at most)
             value = json.loads(raw, parse_constant=refuse_constant, parse_int=float)
-        except (RecursionError, ValueError):
-            return "body"
-        finally:
-            sys.setrecursionlimit(limit)
+    except (RecursionError, ValueError):
+        return "body"
     keys: list[str | int] = []  # the way to the container walked, then to the value at fault
     walks: list[Iterator[tuple[Any, Any]]] = [iter([("", value)])]
     while walks:
@@ -239,9 +252,6 @@ class _Members(list[Any]):
     """An object's ``(name, value)`` pairs in order, as read for :func:`refuse_repeated_names`."""
 
 
-_depth_lock = threading.Lock()
-
-
 def refuse_repeated_names(raw: bytes) -> None:
     """Read ``raw`` (JSON that :func:`parse_json` took, so nested at most 1,024 levels)
     again to refuse a member named twice in an object, naming where (``detail.path``, as
@@ -249,13 +259,8 @@ def refuse_repeated_names(raw: bytes) -> None:
     writes (orjson keeps the last of the repeats, silently dropping the others). The
     standard library's parser, which sees repeats, counts its levels against Python's
     recursion limit: that is raised meanwhile so that every level orjson reads is read."""
-    with _depth_lock:
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(limit + _PARSER_DEPTH + 64)
-        try:
-            value = json.loads(raw, parse_int=str, object_pairs_hook=_Members)  # str: as is
-        finally:
-            sys.setrecursionlimit(limit)
+    with _as_deep_as_orjson():
+        value = json.loads(raw, parse_int=str, object_pairs_hook=_Members)  # str: as is
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
         item, path = stack.pop()
