@@ -36,6 +36,7 @@ from clients.client import Client
 from clients.endpoints import write_body
 from clients.errors import ConflictError, ConnectionFailed, DifflowError, NotFoundError
 from clients.table_writer import TableWriter
+from clients.websocket import closed_error
 from clients.wire import Time
 
 __all__ = ["WS_WINDOW", "InputFormat", "PushStats", "percentile", "push"]
@@ -315,7 +316,8 @@ def _push_ws(
     """Frames are pipelined: when one is refused, or a line of the input cannot be read,
     the frames already sent are still answered (and may have been written) before the push
     stops, so that what was written can be said. A lost connection leaves the frames in
-    flight unanswered; what the answered ones wrote is said then too."""
+    flight unanswered; what the answered ones wrote is said then too (a frame that could
+    not be sent first reads the answers that came before the connection closed)."""
     sent: deque[tuple[int, list[int]]] = deque()  # unanswered: (write number, its lines)
     refused: list[tuple[DifflowError, int, list[int]]] = []
 
@@ -346,7 +348,15 @@ def _push_ws(
 
     with client.ws_writer(table) as writer:
         try:
-            bad_input = send_all(writer)
+            try:
+                bad_input = send_all(writer)
+            except ConnectionFailed as failed:
+                if not writer.pending:  # lost while receiving: those answers never come
+                    raise
+                cause = failed.__cause__ or failed
+                while writer.pending:  # a frame not sent: the answers that came count first
+                    receive(writer)  # (the lost connection, if some never came)
+                raise closed_error(writer.url, cause) from cause
             while sent:
                 receive(writer)
         except ConnectionFailed as lost:

@@ -5,9 +5,11 @@ body on the wire and returns at once; the server answers every frame, in order, 
 (the write answer plus ``"type": "ack"`` and the frame's ``id``) or an error frame, which
 ``recv()`` raises as its typed ``DifflowError`` (``frame_id`` set; the socket stays open).
 ``pending`` counts frames not yet answered, and iterating a writer yields the answers of every
-frame sent so far, then stops. The connection opens on entering the context manager or on
-the first send; keep the number of unanswered frames bounded on long streams, or the acks
-queued on the socket will eventually stall both sides.
+frame sent so far, then stops. A ``send`` that fails because the connection closed leaves
+``pending`` as it was: the answers that came before it closed are still read by ``recv()``,
+which raises the lost connection once none is left. The connection opens on entering the
+context manager or on the first send; keep the number of unanswered frames bounded on long
+streams, or the acks queued on the socket will eventually stall both sides.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from clients.websocket import (
     decode_frame,
     encode_frame,
     lost_error,
+    unsent_error,
 )
 
 __all__ = ["AsyncTableWriter", "TableWriter"]
@@ -44,8 +47,8 @@ class TableWriter(LazySocket):
 
     @property
     def pending(self) -> int:
-        """Frames sent whose answer has not been received yet (0 once the connection is
-        lost: those answers never come)."""
+        """Frames sent whose answer has not been received yet (0 once ``recv()`` finds the
+        connection lost: those answers never come)."""
         return self._pending
 
     def _lost(self, exc: BaseException) -> ConnectionFailed:
@@ -58,7 +61,7 @@ class TableWriter(LazySocket):
         try:
             connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
-            raise self._lost(exc) from exc
+            raise unsent_error(self.url, exc, self._pending) from exc
         self._pending += 1
 
     def recv(self) -> dict[str, Any]:
@@ -89,8 +92,8 @@ class AsyncTableWriter(AsyncLazySocket):
 
     @property
     def pending(self) -> int:
-        """Frames sent whose answer has not been received yet (0 once the connection is
-        lost: those answers never come)."""
+        """Frames sent whose answer has not been received yet (0 once ``recv()`` finds the
+        connection lost: those answers never come)."""
         return self._pending
 
     def _lost(self, exc: BaseException) -> ConnectionFailed:
@@ -103,7 +106,7 @@ class AsyncTableWriter(AsyncLazySocket):
         try:
             await connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
-            raise self._lost(exc) from exc
+            raise unsent_error(self.url, exc, self._pending) from exc
         self._pending += 1
 
     async def recv(self) -> dict[str, Any]:

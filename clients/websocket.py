@@ -37,6 +37,7 @@ __all__ = [
     "encode_frame",
     "lost_error",
     "open_error",
+    "unsent_error",
 ]
 
 TRANSPORT_ERRORS = (OSError, WebSocketException)
@@ -113,6 +114,17 @@ def lost_error(url: str, exc: BaseException, unanswered: int) -> ConnectionFaile
     return ConnectionFailed(
         f"connection to {url} lost: {exc}; {unanswered} frame(s) sent got no answer (each may "
         "or may not have been applied)"
+    )
+
+
+def unsent_error(url: str, exc: BaseException, unanswered: int) -> ConnectionFailed:
+    """A writer's frame not sent, its connection lost, with ``unanswered`` frames sent
+    before it whose answers may have arrived (``recv()`` still reads those)."""
+    if not unanswered:
+        return closed_error(url, exc)
+    return ConnectionFailed(
+        f"connection to {url} lost: {exc}; a frame could not be sent, and the {unanswered} "
+        "sent before it are unanswered (recv() reads the answers that came before it closed)"
     )
 
 

@@ -69,16 +69,21 @@ def _closed() -> ConnectionClosedOK:
 class StubConnection:
     """A websockets connection stand-in: incoming items are frames (dicts, sent as JSON
     text) or exceptions (raised); after the last one, a clean close. ``log`` records the
-    order of sends and receives."""
+    order of sends and receives. With ``send_fails``, sends after the first ``sends`` raise
+    it (the peer closed: what it answered before can still be received)."""
 
     incoming: list[Any]
     sent: list[Any] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     closed: bool = False
+    send_fails: BaseException | None = None
+    sends: int = 0
 
     def send(self, message: str) -> None:
         assert isinstance(message, str), "frames go out as text"
         self.log.append("send")
+        if self.send_fails is not None and len(self.sent) >= self.sends:
+            raise self.send_fails
         self.sent.append(orjson.loads(message))
 
     def recv(self) -> str | bytes:

@@ -18,7 +18,14 @@ from websockets.frames import Close
 from clients import cli_push, cli_records
 from clients.cli import app
 from clients.cli_state import CliState
-from tests.clients.doubles import Connector, Exchange, answer, body_of, connector
+from tests.clients.doubles import (
+    Connector,
+    Exchange,
+    StubConnection,
+    answer,
+    body_of,
+    connector,
+)
 
 runner = CliRunner()
 
@@ -903,6 +910,38 @@ def test_push_over_websocket_says_what_was_written_when_the_connection_is_lost(
     assert line.endswith(
         "; 2 frame(s) sent got no answer (each may or may not have been applied); "
         "4 rows in 2 acknowledged writes were written"
+    ), line
+
+
+def test_push_over_websocket_counts_the_answers_that_came_before_a_send_failed(
+    exchange: Exchange,
+) -> None:
+    """A server shutting down answers the frames it read, then closes with 1012: the next
+    send fails, and the acks already on the socket are read and counted (they were said to
+    have got no answer, each maybe not applied, so a careful user would send them again)."""
+    ack = {"type": "ack", "status": "done", "latency_ms": 0.1}
+    closing = ConnectionClosedError(Close(1012, "server shutting down"), None)
+    stub = StubConnection([{**ack, "id": 0}, {**ack, "id": 1}, closing], send_fails=closing)
+    stub.sends = 2
+    rows = "".join(f'{{"a": {i}}}\n' for i in range(7))
+    connect = Connector(stub)
+    result = invoke(exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=connect)
+    assert result.exit_code == 1, result.exception
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: connection_failed: connection to ws://"), line
+    assert line.endswith(
+        " lost: received 1012 (service restart) server shutting down; no close frame sent; "
+        "4 rows in 2 acknowledged writes were written"
+    ), line
+    # one answer came, one did not: that one is the frame in doubt
+    stub = StubConnection([{**ack, "id": 0}, closing], send_fails=closing, sends=2)
+    result = invoke(
+        exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=Connector(stub)
+    )
+    (line,) = result.stderr.splitlines()
+    assert line.endswith(
+        "; 1 frame(s) sent got no answer (each may or may not have been applied); "
+        "2 rows in 1 acknowledged write were written"
     ), line
 
 

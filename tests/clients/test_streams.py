@@ -20,7 +20,7 @@ from clients import (
     InvalidError,
     NotFoundError,
 )
-from tests.clients.doubles import Connector, connector
+from tests.clients.doubles import Connector, StubConnection, connector
 
 SNAPSHOT = {"type": "snapshot", "seq": 0, "time": 3, "updates": [{"data": {"a": 1}, "diff": 1}]}
 DIFF = {"type": "diff", "seq": 1, "time": 4, "updates": [{"data": {"a": 1}, "diff": -1}]}
@@ -149,6 +149,52 @@ def test_writer_reports_a_connection_lost_with_acks_pending() -> None:
         with pytest.raises(ConnectionFailed, match=r"lost.*2 frame\(s\) sent got no answer"):
             writer.recv()
         assert writer.pending == 0 and list(writer) == []
+
+
+def test_a_failed_send_leaves_the_answers_that_came_readable() -> None:
+    """The server closed (a 1012 at its shutdown, say) after answering two frames: the third
+    send fails, and the two answers on the socket are still read, where they were counted
+    as lost before (a push told its user that acknowledged writes may not have been
+    applied)."""
+    closing = ConnectionClosedError(Close(1012, "server shutting down"), None)
+    acks = [{"type": "ack", "id": i} for i in range(2)]
+    stub = StubConnection([*acks, closing], send_fails=closing, sends=2)
+    with sync_client(Connector(stub)) as client, client.ws_writer("t") as writer:
+        writer.send({"updates": []}, id=0)
+        writer.send({"updates": []}, id=1)
+        with pytest.raises(ConnectionFailed) as caught:
+            writer.send({"updates": []}, id=2)
+        assert "a frame could not be sent, and the 2 sent before it are unanswered" in (
+            caught.value.message
+        )
+        assert caught.value.__cause__ is closing
+        assert writer.pending == 2
+        assert [writer.recv(), writer.recv()] == acks
+        assert writer.pending == 0 and list(writer) == []
+    # nothing pending: the failed send is the lost connection, as before
+    stub = StubConnection([], send_fails=closing, sends=0)
+    lost = r"lost: received 1012 [^;]*; no close frame sent$"
+    with (
+        sync_client(Connector(stub)) as client,
+        client.ws_writer("t") as writer,
+        pytest.raises(ConnectionFailed, match=lost),
+    ):
+        writer.send({"updates": []})
+
+
+def test_async_failed_send_leaves_the_answers_that_came_readable() -> None:
+    closing = ConnectionClosedError(Close(1012, "server shutting down"), None)
+    stub = StubConnection([{"type": "ack", "id": 0}, closing], send_fails=closing, sends=1)
+
+    async def run() -> tuple[int, list[dict[str, Any]]]:
+        async with async_client(Connector(stub)) as client, client.ws_writer("t") as writer:
+            await writer.send({"updates": []}, id=0)
+            with pytest.raises(ConnectionFailed, match="the 1 sent before it are unanswered"):
+                await writer.send({"updates": []}, id=1)
+            pending = writer.pending
+            return pending, [ack async for ack in writer]
+
+    assert asyncio.run(run()) == (1, [{"type": "ack", "id": 0}])
 
 
 def test_a_closed_client_opens_no_socket() -> None:
