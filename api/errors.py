@@ -104,7 +104,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
-        loc = ".".join(str(p) for p in first.get("loc", ()))
+        parts = list(first.get("loc", ()))
+        if len(parts) > 1 and parts[0] in ("query", "path"):  # a parameter: its bare name,
+            parts = parts[1:]  # as for one given twice or not taken (``api.query``)
+        loc = ".".join(str(p) for p in parts)
         return error_response(
             422, "invalid", f"{loc}: {first.get('msg', 'invalid request')}", {"path": loc}
         )

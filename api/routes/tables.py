@@ -128,7 +128,7 @@ def pending_body(rt: Runtime, cmd: WriteCommand) -> dict[str, Any]:
 )
 async def write(name: str, request: Request, rt: RuntimeDep, wait: bool = True) -> JSONResponse:
     arrival = time.perf_counter()
-    query_value(request.query_params, "wait", "invalid", "query.wait")
+    query_value(request.query_params, "wait", "invalid", "wait")
     raw = await read_body(request)
     body = parse_json(raw)
     if not isinstance(body, dict):

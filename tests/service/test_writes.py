@@ -178,7 +178,15 @@ def test_wait_given_twice_is_422_and_writes_nothing(client: httpx.Client, name: 
         json={"updates": [{"insert": {"x": 1}}]},
     )
     err = assert_error(r, 422, "invalid")
-    assert err["detail"] == {"path": "query.wait"} and "given 2 times" in err["message"]
+    assert err["detail"] == {"path": "wait"} and "given 2 times" in err["message"]
+    r = client.post(
+        f"/v1/tables/{name}/updates",
+        params={"wait": "maybe"},
+        json={"updates": [{"insert": {"x": 1}}]},
+    )
+    err = assert_error(r, 422, "invalid")
+    assert err["detail"] == {"path": "wait"}, "named as any other query parameter is"
+    assert err["message"].startswith("wait: Input should be a valid boolean"), err
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
 
 
