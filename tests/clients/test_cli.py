@@ -894,19 +894,31 @@ def test_push_times_with_the_wrong_number_of_coordinates_are_refused_before_writ
     assert {r.method for r in exchange.requests} == {"GET"}
 
 
+WS_ACK = {"type": "ack", "status": "done", "latency_ms": 0.1}
+
+
+def _ws_push_failure(exchange: Exchange, connection: StubConnection) -> str:
+    """The one line a ``--ws`` push of 7 rows in writes of 2 prints when ``connection``
+    fails it."""
+    rows = "".join(f'{{"a": {i}}}\n' for i in range(7))
+    result = invoke(
+        exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=Connector(connection)
+    )
+    assert result.exit_code == 1, result.exception
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: connection_failed: connection to ws://"), line
+    return line
+
+
 def test_push_over_websocket_says_what_was_written_when_the_connection_is_lost(
     exchange: Exchange,
 ) -> None:
     """Audit 89 F7: the lost connection's line said how many frames got no answer, but not
     what the acknowledged ones wrote."""
-    ack = {"type": "ack", "status": "done", "latency_ms": 0.1}
     lost = ConnectionClosedError(Close(1009, "message too big"), None)
-    connect = connector([{**ack, "id": 0}, {**ack, "id": 1}, lost])
-    rows = "".join(f'{{"a": {i}}}\n' for i in range(7))
-    result = invoke(exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=connect)
-    assert result.exit_code == 1, result.exception
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("error: connection_failed: connection to ws://"), line
+    line = _ws_push_failure(
+        exchange, StubConnection([{**WS_ACK, "id": 0}, {**WS_ACK, "id": 1}, lost])
+    )
     assert line.endswith(
         "; 2 frame(s) sent got no answer (each may or may not have been applied); "
         "4 rows in 2 acknowledged writes were written"
@@ -919,26 +931,17 @@ def test_push_over_websocket_counts_the_answers_that_came_before_a_send_failed(
     """A server shutting down answers the frames it read, then closes with 1012: the next
     send fails, and the acks already on the socket are read and counted (they were said to
     have got no answer, each maybe not applied, so a careful user would send them again)."""
-    ack = {"type": "ack", "status": "done", "latency_ms": 0.1}
     closing = ConnectionClosedError(Close(1012, "server shutting down"), None)
-    stub = StubConnection([{**ack, "id": 0}, {**ack, "id": 1}, closing], send_fails=closing)
-    stub.sends = 2
-    rows = "".join(f'{{"a": {i}}}\n' for i in range(7))
-    connect = Connector(stub)
-    result = invoke(exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=connect)
-    assert result.exit_code == 1, result.exception
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("error: connection_failed: connection to ws://"), line
+    acks = [{**WS_ACK, "id": 0}, {**WS_ACK, "id": 1}]
+    line = _ws_push_failure(exchange, StubConnection([*acks, closing], send_fails=closing, sends=2))
     assert line.endswith(
         " lost: received 1012 (service restart) server shutting down; no close frame sent; "
         "4 rows in 2 acknowledged writes were written"
     ), line
     # one answer came, one did not: that one is the frame in doubt
-    stub = StubConnection([{**ack, "id": 0}, closing], send_fails=closing, sends=2)
-    result = invoke(
-        exchange, "push", "t", "--ws", "--batch", "2", stdin=rows, connect=Connector(stub)
+    line = _ws_push_failure(
+        exchange, StubConnection([acks[0], closing], send_fails=closing, sends=2)
     )
-    (line,) = result.stderr.splitlines()
     assert line.endswith(
         "; 1 frame(s) sent got no answer (each may or may not have been applied); "
         "2 rows in 1 acknowledged write were written"
