@@ -101,8 +101,11 @@ class LoadRequest:
     time: tuple[int, ...] | None
 
 
-def parse_load_request(body: Mapping[str, Any], shape: TableShape) -> LoadRequest:
-    """Check a load body against the table; ``Invalid`` (422) names the offending field."""
+def parse_load_request(body: Mapping[str, Any], shape: TableShape, clock: int) -> LoadRequest:
+    """Check a load body against the table, the server's clock at ``clock``; ``Invalid``
+    (422) names the offending field. On a server-timed table the server stamps the load's
+    time, as it does a write's; a ``time`` given there (API.md's example has ``"time": 0``)
+    is a lower bound it meets when the clock has reached it, and a later one is refused."""
     extra = sorted(set(body) - set(_BODY_KEYS))
     if extra:
         raise Invalid(
@@ -117,11 +120,14 @@ def parse_load_request(body: Mapping[str, Any], shape: TableShape) -> LoadReques
         raise Invalid(f"mode must be one of {list(MODES)}", {"path": "mode"}, "invalid")
     if shape.timing == "server":
         if "time" in body:  # null too: an optional field is given or left out
-            raise Invalid(
-                f"time: table {shape.name!r} is server-timed: the server stamps the load's time",
-                {"path": "time"},
-                "bad_time",
-            )
+            (at,) = time_from_wire(body["time"], shape.dims, "time")
+            if at > clock:
+                raise Invalid(
+                    f"time: table {shape.name!r} is server-timed: the server stamps the "
+                    f"load's time, and its clock is at {clock}, before {at} (leave out time)",
+                    {"path": "time"},
+                    "bad_time",
+                )
         return LoadRequest(spec, mode, None)
     if "time" not in body:
         raise Invalid(
@@ -208,8 +214,9 @@ class LoadManager:
     def create(self, table: str, body: Mapping[str, Any]) -> LoadJob:
         """Check ``body`` and queue a job. Runs on the engine thread (``runtime.call``), where
         the catalog and the table's frontier can be read."""
-        state = self._runtime.catalog.table(table)
-        request = parse_load_request(body, state.shape)
+        catalog = self._runtime.catalog
+        state = catalog.table(table)
+        request = parse_load_request(body, state.shape, catalog.clock)
         if request.time is not None:
             _check_time(state, request.time)
         with self._lock:

@@ -237,6 +237,43 @@ def test_progress_grows_while_a_load_runs(
     assert table_rows(client, name) == BIG_ROWS
 
 
+def test_api_examples_load_with_time_0_into_a_server_timed_table(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    """API.md's load example, its ``"time": 0`` included, on API.md's server-timed, keyed
+    ``edges`` table: it was a 422 (the server stamps the time). The time is a bound the
+    server's clock has passed; one it has not reached is refused, and nothing is loaded."""
+    client.post(
+        "/v1/tables",
+        json={
+            "name": name,
+            "columns": [{"name": "src", "type": "int"}, {"name": "dst", "type": "int"}],
+            "primary_key": ["src", "dst"],
+            "timing": "server",
+            "time_dims": 1,
+        },
+    ).raise_for_status()
+    path = parquet(data_dir, {"from_id": [1, 2, 3], "to_id": [2, 3, 4], "weight": [1.0, 0.0, 2.0]})
+    example = {
+        "source": {"path": path, "format": "parquet", "options": {}},
+        "columns": {"src": "from_id", "dst": "to_id"},
+        "where": "weight > 0",
+        "mode": "append",
+    }
+    clock = client.get(f"/v1/tables/{name}").json()["frontier"][0]
+    err = assert_error(
+        client.post(f"/v1/tables/{name}/loads", json={**example, "time": clock + 1000}),
+        422,
+        "bad_time",
+    )
+    assert err["detail"] == {"path": "time"} and "leave out time" in err["message"], err
+    status = load(client, name, {**example, "time": 0})
+    assert status["state"] == "done" and status["updates"] == 2, status
+    written = client.get(f"/v1/completions/{status['write']}").json()["times"]
+    assert written[0] >= clock, (written, clock)
+    assert table_rows(client, name) == 2
+
+
 def test_load_into_client_timed_table_at_a_time(
     client: httpx.Client, data_dir: Path, name: str
 ) -> None:
@@ -419,7 +456,9 @@ def test_requests_checked_before_queueing(client: httpx.Client, data_dir: Path, 
     assert (
         assert_error(post(name, {"source": source, "extra": 1}), 422)["detail"]["path"] == "extra"
     )
-    assert_error(post(name, {"source": source, "time": 3}), 422, "bad_time")  # server-timed
+    # server-timed: a time its clock has not reached
+    assert_error(post(name, {"source": source, "time": 1 << 62}), 422, "bad_time")
+    assert_error(post(name, {"source": source, "time": [0]}), 422, "bad_time")
     client_timed = f"{name}_c"
     make_table(client, client_timed, [("k", "int")], timing="client")
     assert_error(post(client_timed, {"source": source}), 422, "bad_time")
