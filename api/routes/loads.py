@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 
 from api.body import JsonObject
 from api.deps import RuntimeDep
@@ -33,6 +33,7 @@ async def get_loads(request: Request) -> LoadManager:
 
 
 LoadsDep = Annotated[LoadManager, Depends(get_loads)]
+LoadId = Annotated[str, Path(alias="id")]  # API.md's /v1/loads/{id}, in /openapi.json too
 
 
 @router.post(
@@ -58,18 +59,18 @@ async def list_loads(loads: LoadsDep) -> JSONResponse:
 
 
 @router.get(
-    "/loads/{load_id}",
+    "/loads/{id}",
     response_model=None,
     responses={200: {"model": LoadPublic}, 404: {"model": ErrorBody}},
 )
-async def get_load(load_id: str, loads: LoadsDep) -> JSONResponse:
+async def get_load(load_id: LoadId, loads: LoadsDep) -> JSONResponse:
     return JSONResponse(loads.get(load_id))
 
 
 @router.delete(
-    "/loads/{load_id}",
+    "/loads/{id}",
     response_model=None,
     responses={200: {"model": LoadPublic}, 404: {"model": ErrorBody}},
 )
-async def cancel_load(load_id: str, loads: LoadsDep) -> JSONResponse:
+async def cancel_load(load_id: LoadId, loads: LoadsDep) -> JSONResponse:
     return JSONResponse(loads.cancel(load_id))

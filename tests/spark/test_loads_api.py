@@ -716,11 +716,12 @@ def test_openapi_documents_loads(client: httpx.Client) -> None:
     post = doc["paths"]["/v1/tables/{name}/loads"]["post"]
     assert "202" in post["responses"] and "422" in post["responses"]
     assert "source" in post["requestBody"]["content"]["application/json"]["schema"]["properties"]
-    get = doc["paths"]["/v1/loads/{load_id}"]["get"]
+    get = doc["paths"]["/v1/loads/{id}"]["get"]  # API.md's name (it was {load_id}: audit 95)
+    assert [p["name"] for p in get["parameters"]] == ["id"]
     assert get["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
         "LoadPublic"
     )
-    assert "delete" in doc["paths"]["/v1/loads/{load_id}"]
+    assert "delete" in doc["paths"]["/v1/loads/{id}"]
 
 
 def _java_children(pid: int) -> list[int]:
