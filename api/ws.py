@@ -101,11 +101,15 @@ def _error_frame(frame_id: Any, exc: ServiceError) -> dict[str, Any]:
 
 class Unanswered:
     """A write socket's frames read and not yet answered (its ack or error frame sent), and
-    how to close that socket when the server stops (``close``)."""
+    how to close that socket when the server stops (``close``; ``abort`` drops it, where
+    its peer reads nothing and the close would wait behind its answers for good)."""
 
-    def __init__(self, close: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self, close: Callable[[], Awaitable[None]], abort: Callable[[], None] | None
+    ) -> None:
         self.count = 0
         self.close = close
+        self.abort = abort
         self._none = asyncio.Event()
         self._none.set()
 
@@ -136,7 +140,10 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
         return
     rt: Runtime = ws.app.state.runtime
     acks: asyncio.Queue[tuple[Any, WriteCommand | ServiceError] | None] = asyncio.Queue()
-    unanswered = Unanswered(lambda: ws.close(1012, "server shutting down"))
+    unanswered = Unanswered(
+        lambda: ws.close(1012, "server shutting down"),
+        (ws.scope.get("extensions") or {}).get(ABORT, {}).get("abort"),
+    )
     writers: set[Unanswered] = ws.app.state.writers
     writers.add(unanswered)
 
@@ -179,6 +186,8 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             msg = await ws.receive()
             if msg["type"] == "websocket.disconnect":
                 break
+            if rt.stopping:  # not read: no answer, nothing applied; the socket closes with
+                continue  # 1012 once the frames read before are answered (``api.server``)
             text, data = msg.get("text"), msg.get("bytes")
             raw: str | bytes = text if text is not None else data if data is not None else b""
             arrival = time.perf_counter()

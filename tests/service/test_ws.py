@@ -14,6 +14,7 @@ import time
 from contextlib import ExitStack
 
 import httpx
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from tests.service.conftest import (
@@ -726,6 +727,73 @@ def test_sigterm_closes_a_pipelining_writer_with_1012(tmp_path) -> None:  # type
         finally:
             peer.close()
         assert s.process.wait(timeout=60) == 0
+
+
+def test_sigterm_reads_no_more_frames_from_a_pipelining_writer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Once the server is stopping, a write socket reads no more frames: those sent after
+    it began get no answer and are not applied (the socket then closes with 1012). It read
+    on and refused each with 503 shutting_down, so a pipelining peer's count of frames to
+    answer grew as fast as it sent them, and the stop waited for them its full 3 s (with
+    four such peers a stop took 6-12 s, against about 1 s now). Here a peer that reads
+    nothing holds the stop in that wait; meanwhile an HTTP write refused with 503 says the
+    server is stopping, and no frame the other writer sends after that is answered.
+    That peer's own close then waits behind answers it never reads: the stop waited on it
+    for ever, the other writer's socket never closed; it is dropped after 1 s now."""
+    import signal
+
+    with running_server(tmp_path) as s, s.client() as c, ExitStack() as stack:
+        make_table(c, "t", [("k", "int"), ("pad", "string")])
+        make_view(c, "v", {"op": "table", "name": "t"})  # acks carry the rows written
+        stalled = StalledPeer(f"{s.ws_url}/v1/tables/t/updates")
+        pad = "x" * 1000
+        for i in range(12):  # ~2 MB answers each: more than its socket's buffers take
+            rows = {"k": list(range(i * 2000, (i + 1) * 2000)), "pad": [pad] * 2000}
+            stalled.send_text(json.dumps({"columns": rows}))
+        ws = stack.enter_context(connect(f"{s.ws_url}/v1/tables/t/updates", max_size=None))
+        sent = 0
+        answers: list[dict] = []
+        codes: list[int | None] = []
+
+        def send() -> None:
+            nonlocal sent
+            with contextlib.suppress(Exception):  # until the server closes the socket
+                while True:
+                    ws.send(json.dumps({"updates": [{"insert": {"k": -1, "pad": ""}}], "id": sent}))
+                    sent += 1
+                    time.sleep(0.001)
+
+        def receive() -> None:
+            try:
+                while True:
+                    answers.append(json.loads(ws.recv(timeout=60)))
+            except ConnectionClosed as closed:  # the end
+                codes.append(closed.rcvd.code if closed.rcvd is not None else None)
+
+        threads = [threading.Thread(target=f, daemon=True) for f in (send, receive)]
+        try:
+            for t in threads:
+                t.start()
+            deadline = time.monotonic() + 120
+            while len(answers) < 100 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            s.process.send_signal(signal.SIGTERM)
+            stopping_at = None  # frames sent when an HTTP write was refused, the server stopping
+            with contextlib.suppress(httpx.HTTPError):  # its listener closes at the end
+                while stopping_at is None and time.monotonic() < deadline:
+                    r = c.post("/v1/tables/t/updates", json={"updates": []})
+                    if r.status_code == 503:
+                        stopping_at = sent
+            for t in threads:
+                t.join(timeout=60)
+        finally:
+            stalled.close()
+        assert codes == [1012], codes
+        assert stopping_at is not None, "no HTTP write was refused before the server closed"
+        assert sent > stopping_at + 10, "the writer sent little after the stop began"
+        late = [a for a in answers if a["id"] is not None and a["id"] >= stopping_at]
+        assert late == [], f"{len(late)} frames sent after the stop began were answered"
+        assert s.process.wait(timeout=60) == 0
+    assert sum(1 for a in answers if a["type"] == "ack") >= 100
 
 
 def test_sigterm_closes_subscribers_behind_a_flood_of_refused_writes(tmp_path) -> None:  # type: ignore[no-untyped-def]
