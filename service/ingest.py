@@ -385,30 +385,46 @@ def _check_key_order(
     parsed: ParsedWrite, shape: TableShape, times: np.ndarray, upto: np.ndarray | None
 ) -> np.ndarray | None:
     """The join of ``upto`` and the write's times, once each update's time is at or beyond
-    every time before it (written earlier, or earlier in the write). A primary key holds one
-    row at every time only if its updates come in time order: the key index is the table's
-    state after every update so far, so an update at an earlier time would be checked
-    against rows stored at later times. An update of weight 0 changes nothing and writes no
-    time."""
+    every time written by earlier writes (``upto``) and every time of its key earlier in
+    the write. A primary key holds one row at every time only if its updates come in time
+    order: the key index is the table's state after every update so far, so an update at
+    an earlier time would be checked against rows stored at later times. Within a write,
+    updates of different keys do not touch each other's checks, so only each key's own
+    come in order (a write of many keys at shuffled times is taken as it is). An update of
+    weight 0 changes nothing and writes no time."""
     live = np.flatnonzero((parsed.ops != WEIGHT) | (parsed.weights != 0))  # weight 0: no time
     if live.shape[0] == 0:
         return upto
     times = times[:, live]
-    before = np.maximum.accumulate(times, axis=1)  # the join of the times up to each update
-    before = np.concatenate([np.full((times.shape[0], 1), -1, np.int64), before[:, :-1]], axis=1)
+    early = np.zeros(live.shape[0], dtype=bool)
     if upto is not None:
-        before = np.maximum(before, upto.reshape(-1, 1))
-    early = (times < before).any(axis=0)
+        early |= (times < upto.reshape(-1, 1)).any(axis=0)
+    same = np.zeros(0, dtype=np.int64)  # each update's key, where a key comes again
+    if live.shape[0] > 1:
+        keys = parsed.data[list(shape.primary_key)][:, live]
+        if not _distinct_keys(keys):
+            same = np.unique(keys, axis=1, return_inverse=True)[1].reshape(-1)
+            order = np.argsort(same, kind="stable")  # by key, each key's in the write's order
+            after = np.flatnonzero(same[order][1:] == same[order][:-1]) + 1
+            # product order is transitive: each time at or beyond the one before it of its
+            # key is at or beyond all of them
+            behind = (times[:, order[after]] < times[:, order[after - 1]]).any(axis=0)
+            early[order[after[behind]]] = True
     if early.any():
         j = int(np.flatnonzero(early)[0])
         i = int(live[j])
+        before = upto if upto is not None else np.full(times.shape[0], -1, np.int64)
+        if same.shape[0]:
+            mine = np.flatnonzero(same[:j] == same[j])
+            if mine.shape[0]:
+                before = np.maximum(before, times[:, mine].max(axis=1))
         t = time_to_wire(time_tuples(times[:, j : j + 1])[0])
-        b = time_to_wire(time_tuples(before[:, j : j + 1])[0])
+        b = time_to_wire(time_tuples(before.reshape(-1, 1))[0])
         what = f"updates[{i}]" if parsed.time_path.startswith("updates") else f"row {i}"
         raise Conflict(
-            f"{what} is at time {t}, not at or beyond time {b} already written to table "
-            f"{shape.name!r}: a table with a primary key takes its updates in time order, as "
-            "its keys are checked in that order",
+            f"{what} is at time {t}, not at or beyond time {b} already written to its key "
+            f"or by an earlier write to table {shape.name!r}: a table with a primary key "
+            "takes each key's updates in time order, as its keys are checked in that order",
             {"path": parsed.time_path.format(i), "written": b},
             "time_out_of_order",
         )

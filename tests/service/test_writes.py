@@ -648,7 +648,9 @@ def test_columnar_write_with_no_rows(client: httpx.Client, name: str) -> None:
 def test_keyed_client_timed_updates_come_in_time_order(client: httpx.Client, name: str) -> None:
     """A primary key holds one row at every time only if its updates come in time order (the
     key index is the state after every update so far): an update at a time before one
-    already written is a 409, within a write or across writes, and changes nothing."""
+    written by an earlier write, or to its key earlier in the write, is a 409, and changes
+    nothing. Other keys' updates in the same write may come in any order (audit 97: a
+    write of shuffled times was refused)."""
     make_table(client, name, [("a", "int"), ("b", "int")], primary_key=["a"], timing="client")
     view = f"{name}_all"
     assert (
@@ -670,8 +672,16 @@ def test_keyed_client_timed_updates_come_in_time_order(client: httpx.Client, nam
             "updates[1].time",
             10,
         ),
-        ({"columns": {"a": [2, 3], "b": [1, 1]}, "time": [9, 6]}, "time[1]", 9),
-    ]
+        ({"columns": {"a": [2, 3, 2], "b": [1, 1, 1]}, "diff": [1, 1, -1], "time": [9, 6, 7]},
+         "time[2]", 9),
+        (  # its key's time 9 before it, the earlier write's 5 too
+            {"updates": [{"insert": {"a": 2, "b": 1}, "time": 9},
+                         {"insert": {"a": 3, "b": 1}, "time": 6},
+                         {"delete": {"a": 2, "b": 1}, "time": 7}]},
+            "updates[2].time",
+            9,
+        ),
+    ]  # fmt: skip
     for body, path, written in refused:
         err = assert_error(
             client.post(f"/v1/tables/{name}/updates", json=body), 409, "time_out_of_order"
@@ -684,6 +694,35 @@ def test_keyed_client_timed_updates_come_in_time_order(client: httpx.Client, nam
     assert row_counts(client, view, as_of=5) == {(("a", 1), ("b", 6)): 1}
     assert row_counts(client, view, as_of=8) == {(("a", 1), ("b", 6)): 1, (("a", 2), ("b", 1)): 1}
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 2
+    # keys of their own, at times in any order, each key's in order
+    shuffled = {"a": [5, 3, 4, 3], "b": [1, 1, 1, 2], "time": [12, 10, 11, 12]}
+    body = {
+        "updates": [
+            {"upsert": {"a": a, "b": b}, "time": t}
+            for a, b, t in zip(shuffled["a"], shuffled["b"], shuffled["time"], strict=True)
+        ]
+    }
+    assert write(client, name, body, status=202)["times"] == [10, 11, 12]
+    err = assert_error(  # a later write still comes after every time written
+        client.post(
+            f"/v1/tables/{name}/updates",
+            json={"updates": [{"insert": {"a": 6, "b": 1}, "time": 11}]},
+        ),
+        409,
+        "time_out_of_order",
+    )
+    assert err["detail"] == {"path": "updates[0].time", "written": 12}, err
+    write(client, name, {"updates": [], "advance_to": 13})
+    assert row_counts(client, view, as_of=10) == {
+        (("a", 1), ("b", 6)): 1, (("a", 2), ("b", 1)): 1, (("a", 3), ("b", 1)): 1
+    }  # fmt: skip
+    assert row_counts(client, view, as_of=12) == {
+        (("a", 1), ("b", 6)): 1,
+        (("a", 2), ("b", 1)): 1,
+        (("a", 3), ("b", 2)): 1,
+        (("a", 4), ("b", 1)): 1,
+        (("a", 5), ("b", 1)): 1,
+    }
 
 
 def test_an_update_of_weight_zero_writes_no_time(client: httpx.Client, name: str) -> None:
