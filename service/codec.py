@@ -8,6 +8,7 @@ frontiers are lists of times. Every check names the offending field in ``detail.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -232,13 +233,25 @@ def decode_columns(data: np.ndarray, schema: Schema, interner: StringInterner) -
 
 
 def decode_rows(data: np.ndarray, schema: Schema, interner: StringInterner) -> list[dict[str, Any]]:
+    """Storage columns back to one dict per row (a write's outputs, a read's rows)."""
     cols = decode_columns(data, schema, interner)
-    names = schema.names
-    return (
-        [dict(zip(names, vals, strict=True)) for vals in zip(*cols, strict=True)]
-        if cols
-        else [{} for _ in range(data.shape[1])]
-    )
+    if not cols:
+        return [{} for _ in range(data.shape[1])]
+    return _row_maker(tuple(schema.names))(cols)
+
+
+@functools.lru_cache(maxsize=1024)
+def _row_maker(names: tuple[str, ...]) -> Callable[[list[list[Any]]], list[dict[str, Any]]]:
+    """A comprehension that makes one dict per row of ``names`` from column lists, its
+    names written into it as constants: a dict display builds a row about 3x faster than
+    ``dict(zip(names, row))`` (a million rows of three ints: 0.31 s against 1.07 s), and a
+    big write's outputs are all decoded on the engine thread (audit 96: 80k updates at
+    1,000 times, 8 views, spent most of their answer's time here). The names are string
+    literals (``repr``) in the source, whatever they hold."""
+    values = [f"v{i}" for i in range(len(names))]
+    display = ", ".join(f"{name!r}: {v}" for name, v in zip(names, values, strict=True))
+    source = f"lambda cols: [{{{display}}} for ({', '.join(values)},) in zip(*cols, strict=True)]"
+    return eval(source)
 
 
 def time_from_wire(value: Any, dims: int, path: str, top: int = TIME_MAX) -> tuple[int, ...]:

@@ -107,3 +107,48 @@ def test_a_cast_of_more_digits_than_int_takes_wraps() -> None:
     )
     ones = sum(10**k for k in range(5000)) % 2**64  # 8198552921648689607: below 2**63
     assert got == [ones, -ones, 0]
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    names=st.lists(st.text(min_size=1, max_size=8), min_size=0, max_size=6, unique=True),
+    n=st.integers(0, 5),
+)
+@example(names=["a'b", 'c"d', "e\\f", "}{", "x\n", "é"], n=2)
+def test_rows_decode_as_dicts_of_their_columns(names: list[str], n: int) -> None:
+    """Rows come out as dicts keyed by the column names, whatever characters the names hold
+    (the decoding comprehension is built with the names written in as literals)."""
+    interner = StringInterner()
+    types = ["int", "string", "float", "bool"]
+    schema = Schema.of((name, types[i % 4]) for i, name in enumerate(names))
+    columns = []
+    for i in range(len(names)):
+        t = types[i % 4]
+        values = [j * 10 + i for j in range(n)]
+        if t == "string":
+            columns.append(interner.intern_many([f"s{v}" for v in values]))
+        elif t == "float":
+            columns.append(np.asarray(values, dtype=np.float64).view(np.int64))
+        else:
+            columns.append(np.asarray([v % 2 if t == "bool" else v for v in values], np.int64))
+    data = np.asarray(columns, dtype=np.int64).reshape(len(names), n)
+    rows = decode_rows(data, schema, interner)
+    expected = [
+        {
+            name: (
+                f"s{j * 10 + i}"
+                if types[i % 4] == "string"
+                else float(j * 10 + i)
+                if types[i % 4] == "float"
+                else bool((j * 10 + i) % 2)
+                if types[i % 4] == "bool"
+                else j * 10 + i
+            )
+            for i, name in enumerate(names)
+        }
+        for j in range(n)
+    ]
+    assert rows == expected
+    assert [[type(v) for v in r.values()] for r in rows] == [
+        [type(v) for v in r.values()] for r in expected
+    ]
