@@ -189,12 +189,21 @@ def _node(plan: Any, path: str) -> str:
     if not isinstance(op, str) or op not in NODE_FIELDS:
         raise _fail(path, f"unknown node {op!r}; nodes are {sorted(NODE_FIELDS)}", "unknown_node")
     required, optional = NODE_FIELDS[op]
+    # ``detail.path`` names the (first) field, as for a table's or load's body
     missing = sorted(required - set(plan))
     if missing:
-        raise _fail(path, f"{op} needs field(s) {missing}")
+        raise Invalid(
+            f"{path}: {op} needs field(s) {missing}",
+            {"path": f"{path}.{missing[0]}"},
+            "invalid_plan",
+        )
     extra = sorted(set(plan) - required - optional - {"op"})
     if extra:
-        raise _fail(path, f"{op} has unknown field(s) {extra}")
+        raise Invalid(
+            f"{path}: {op} has unknown field(s) {extra}",
+            {"path": f"{path}.{extra[0]}"},
+            "invalid_plan",
+        )
     return str(op)
 
 

@@ -268,6 +268,14 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
             "query.where.args.1",  # the argument of the wrong type (audit 87)
         ),
         ({"op": "filter", "input": {"op": "table", "name": name}, "where": "x"}, "query.where"),
+        # a field missing or unknown: that field, as in a table's body (audit 95: the node)
+        ({"op": "filter", "input": {"op": "table", "name": name}}, "query.where"),
+        ({"op": "join", "left": {"op": "table", "name": name}}, "query.on"),
+        ({"op": "table", "name": name, "alias": "t"}, "query.alias"),
+        (
+            {"op": "distinct", "input": {"op": "filter", "input": {"op": "table", "name": name}}},
+            "query.input.where",
+        ),
         (
             {"op": "select", "input": {"op": "table", "name": name}, "columns": {"y\n": "x"}},
             "query.columns.y\n",
