@@ -21,7 +21,13 @@ from clients.errors import ConnectionFailed
 from clients.plan import Plan
 from clients.subscription import AsyncSubscription, Subscription
 from clients.table_writer import AsyncTableWriter, TableWriter
-from clients.websocket import AsyncConnect, SyncConnect, connect_async, connect_sync
+from clients.websocket import (
+    AsyncConnect,
+    SyncConnect,
+    connect_async,
+    connect_sync,
+    connect_sync_writer,
+)
 from clients.wire import Time, dumps, resolve_url, segment, ws_url
 
 __all__ = ["DEFAULT_TIMEOUT", "AsyncClient", "Client"]
@@ -91,6 +97,8 @@ class Client:
         with _valid_url(self.url):
             self._http = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
         self._ws_connect = ws_connect
+        # the default's writers read every answer as it comes (``connect_sync_writer``)
+        self._writer_connect = connect_sync_writer if ws_connect is connect_sync else ws_connect
 
     def __enter__(self) -> Client:
         return self
@@ -216,7 +224,7 @@ class Client:
     def ws_writer(self, table: str) -> TableWriter:
         """A pipelined WebSocket writer to ``table``; use as a context manager."""
         url = self._ws_url(f"/v1/tables/{segment(table)}/updates")
-        return TableWriter(url, self._ws_connect)
+        return TableWriter(url, self._writer_connect)
 
 
 class AsyncClient:

@@ -33,6 +33,7 @@ __all__ = [
     "closed_error",
     "connect_async",
     "connect_sync",
+    "connect_sync_writer",
     "decode_frame",
     "encode_frame",
     "lost_error",
@@ -65,7 +66,9 @@ AsyncConnect: TypeAlias = Callable[[str], Awaitable[AsyncConnection]]
 
 
 def connect_sync(url: str) -> SyncConnection:
-    """A websockets connection to ``url`` (frames unbounded: the server bounds its own).
+    """A websockets connection to ``url`` (frames unbounded: the server bounds its own),
+    whose reader stops taking frames while 16 wait unread (so a subscriber that stops
+    reading holds the server back, which then tells it it is too slow).
 
     Entered as a context manager (the caller closes it with ``close()``): websockets 17.1+
     warns on the first use of a sync connection that was not, and its announced future
@@ -76,11 +79,24 @@ def connect_sync(url: str) -> SyncConnection:
     Ctrl-C always reaches the thread that waits in ``recv()``: a signal that the kernel
     hands to the reader thread instead does not wake the waiting thread, and Ctrl-C would
     go unnoticed until the next frame (a ``difflow subscribe`` could hang on it)."""
+    return _open_sync(url, 16)
+
+
+def connect_sync_writer(url: str) -> SyncConnection:
+    """:func:`connect_sync` for a table writer, whose reader takes every frame as it comes:
+    a writer sends while its answers wait, and with the reader stopped behind 16 of them
+    it never saw the server close (a stop), so a send blocked on the full socket waited
+    out websockets' 10 s close timeout (audit 98). The answers waiting are bounded by the
+    frames the writer keeps unanswered."""
+    return _open_sync(url, None)
+
+
+def _open_sync(url: str, max_queue: int | None) -> SyncConnection:
     if not hasattr(signal, "pthread_sigmask"):  # no POSIX signal masks (Windows)
-        return _connect_sync(url, max_size=None).__enter__()
+        return _connect_sync(url, max_size=None, max_queue=max_queue).__enter__()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        return _connect_sync(url, max_size=None).__enter__()
+        return _connect_sync(url, max_size=None, max_queue=max_queue).__enter__()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 

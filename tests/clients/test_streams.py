@@ -20,6 +20,7 @@ from clients import (
     InvalidError,
     NotFoundError,
 )
+from clients import websocket as websocket_module
 from tests.clients.doubles import Connector, StubConnection, connector
 
 SNAPSHOT = {"type": "snapshot", "seq": 0, "time": 3, "updates": [{"data": {"a": 1}, "diff": 1}]}
@@ -205,6 +206,35 @@ def test_a_closed_client_opens_no_socket() -> None:
             opening()
     with pytest.raises(ConnectionFailed, match="names no host"):
         Client("http://")
+
+
+def test_writers_read_every_answer_as_it_comes_and_subscriptions_hold_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer's connection takes every frame as it comes; a subscription's stops reading
+    while 16 wait, so that a reader that stops holds the server back (which closes it as
+    too slow). A writer's stopped too: sending while its answers waited, it never saw a
+    stopping server close, and its blocked send waited out websockets' 10 s close timeout
+    (audit 98: ``difflow push --ws`` took 10 s to report a stop in 14 runs of 22)."""
+    opened: list[tuple[str, Any]] = []
+
+    class Opening:
+        def __init__(self, url: str, **options: Any) -> None:
+            opened.append((url, options.get("max_queue", "default")))
+
+        def __enter__(self) -> StubConnection:
+            return StubConnection([])
+
+    monkeypatch.setattr(websocket_module, "_connect_sync", Opening)
+    with Client("http://difflow.test:9000") as client:
+        with client.ws_writer("t") as writer:
+            writer.send({"updates": []})
+        with client.subscribe("v") as subscription:
+            list(subscription)
+    assert opened == [
+        ("ws://difflow.test:9000/v1/tables/t/updates", None),
+        ("ws://difflow.test:9000/v1/views/v/subscribe?snapshot=true&progress=true", 16),
+    ]
 
 
 def test_a_url_the_sockets_cannot_use_is_a_connection_failure() -> None:
