@@ -15,7 +15,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 import uvicorn
@@ -85,36 +85,28 @@ class _Server(uvicorn.Server):
             runtime.begin_shutdown()  # waiting on it get their 503, and subscribers hear
             await runtime.wind_down()  # why before their connections go
             closed = runtime.close_subscribers("server shutting down")
-            # their last frames go out before the sockets close (1012): the subscriptions'
-            # closed frames, and the write sockets' answers to the frames they read
-            writers = self.app.state.writers
-            ends = [s.until_ended() for s in closed] + [w.until_none() for w in writers]
-            await _within(SUBSCRIBER_FLUSH_S, ends)
+            # their last frames go out before the sockets close: the subscriptions' closed
+            # frames, and each write socket's answers to the frames it read, that socket
+            # then closing (1012) at once: a peer that reads nothing holds only its own
+            flushed = asyncio.get_running_loop().time() + SUBSCRIBER_FLUSH_S
+            await asyncio.gather(
+                _within(SUBSCRIBER_FLUSH_S, [s.until_ended() for s in closed]),
+                *(_close_writer(w, flushed) for w in list(self.app.state.writers)),
+            )
             for s in closed:  # peers that read nothing: their sockets would hold the exit
                 s.drop()  # for uvicorn's graceful 10 s, then its cancellations (audit 67)
-            await self._close_writers(list(writers))
+            await self._closes_answered()
         await super().shutdown(sockets)
 
-    async def _close_writers(self, writers: list[Unanswered]) -> None:
-        """Close the write sockets (1012) and wait, up to ``WRITER_CLOSE_S``, for their
-        peers' closing frames. uvicorn's own shutdown closes a socket right after its close
-        frame: frames a pipelining peer sent meanwhile lie unread, so the kernel resets the
-        connection, and a peer that had not yet read the close frame loses it, seeing an
-        abnormal closure (1006) instead of 1012 (audit 90: 2 shutdowns of 7). Closed this
-        way, uvicorn reads on, discarding, until the peer's close frame comes. The closes
-        run at once, within the same bound: a peer that reads nothing, its answers filling
-        the socket, holds its close for good (the stop waited on it for ever, and the
-        sockets after it were not closed at all); its connection is dropped."""
+    async def _closes_answered(self) -> None:
+        """Wait, up to ``WRITER_CLOSE_S``, for the closing frames of the write sockets'
+        peers. uvicorn's own shutdown closes a socket right after its close frame: frames a
+        pipelining peer sent meanwhile lie unread, so the kernel resets the connection, and
+        a peer that had not yet read the close frame loses it, seeing an abnormal closure
+        (1006) instead of 1012 (audit 90: 2 shutdowns of 7). Closed this way, uvicorn reads
+        on, discarding, until the peer's close frame comes."""
         loop = asyncio.get_running_loop()
         until = loop.time() + WRITER_CLOSE_S
-        closing = [asyncio.ensure_future(_quietly(w.close())) for w in writers]
-        if closing:
-            await asyncio.wait(closing, timeout=WRITER_CLOSE_S)
-        for w, task in zip(writers, closing, strict=True):
-            if not task.done():
-                task.cancel()
-                if w.abort is not None:
-                    w.abort()
         while loop.time() < until and any(
             isinstance(c, WebSocketsSansIOProtocol)
             and c.close_sent
@@ -135,9 +127,19 @@ class _Server(uvicorn.Server):
         print(f"difflow listening on http://{host}:{port}", flush=True)
 
 
-async def _quietly(closing: Awaitable[None]) -> None:
-    with contextlib.suppress(Exception):  # a peer gone meanwhile
-        await closing
+async def _close_writer(writer: Unanswered, flushed: float) -> None:
+    """Wait, until loop time ``flushed``, for a write socket's answers to the frames it
+    read, then close it (1012), within ``WRITER_CLOSE_S``. A peer that reads nothing holds
+    both, its answers filling the socket: its connection is dropped (its close waited
+    behind them for ever, and the stop with it)."""
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(writer.until_none(), max(0.0, flushed - loop.time()))
+    try:
+        await asyncio.wait_for(writer.close(), WRITER_CLOSE_S)
+    except Exception:  # held (TimeoutError), or its peer gone meanwhile
+        if writer.abort is not None:
+            writer.abort()
 
 
 def configure_logging() -> None:

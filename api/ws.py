@@ -40,6 +40,12 @@ WS_FRAME_BOUND = 4  # frames up to this many times the body limit are read (and 
 # them at once, and awaiting answers ready already, never suspends it (60,000 refused frames
 # kept every subscriber from its ``closed`` frame at shutdown, audit 41)
 YIELD_EVERY = 64
+# frames a write socket reads ahead of its answers: a peer that reads none of its answers
+# then stops being read (TCP holds it back), where the server kept every answer it could
+# not send (audit 98: 122k of them, 1.1 GB, from 5 s of frames). A peer that sends all
+# its frames before it reads any answer is held back once this many, and as many answers
+# as the sockets' buffers hold besides (tens of thousands of small ones), wait.
+UNANSWERED_MAX = 16384
 ABORT = "difflow.abort"  # an ASGI extension: its "abort" drops the connection (api.server)
 
 
@@ -112,22 +118,35 @@ class Unanswered:
         self.abort = abort
         self._none = asyncio.Event()
         self._none.set()
+        self._room = asyncio.Event()  # fewer than UNANSWERED_MAX, or gone
+        self._room.set()
+        self._gone = False
 
     def add(self) -> None:
         self.count += 1
         self._none.clear()
+        if self.count >= UNANSWERED_MAX and not self._gone:
+            self._room.clear()
 
     def answered(self) -> None:
         self.count -= 1
         if self.count == 0:
             self._none.set()
+        if self.count < UNANSWERED_MAX:
+            self._room.set()
 
     def gone(self) -> None:
-        """Its socket is closed: nothing more can be answered."""
+        """Its socket is closed, or its answers stopped: nothing more can be answered."""
+        self._gone = True
         self._none.set()
+        self._room.set()
 
     async def until_none(self) -> None:
         await self._none.wait()
+
+    async def until_room(self) -> None:
+        """Until fewer than ``UNANSWERED_MAX`` frames read wait for their answers."""
+        await self._room.wait()
 
 
 @router.websocket("/v1/tables/{name}/updates")
@@ -149,17 +168,20 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
 
     async def send_acks() -> None:
         sent = 0
-        while True:
-            sent += 1
-            if sent % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            item = await acks.get()
-            if item is None:
-                return
-            try:
-                await send_ack(*item)
-            finally:
-                unanswered.answered()
+        try:
+            while True:
+                sent += 1
+                if sent % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+                item = await acks.get()
+                if item is None:
+                    return
+                try:
+                    await send_ack(*item)
+                finally:
+                    unanswered.answered()
+        finally:  # the socket is gone: the reader must not wait for room
+            unanswered.gone()
 
     async def send_ack(frame_id: Any, work: WriteCommand | ServiceError) -> None:
         try:
@@ -183,6 +205,8 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
             read += 1
             if read % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
+            if unanswered.count >= UNANSWERED_MAX:  # its peer reads no answer: wait
+                await unanswered.until_room()
             msg = await ws.receive()
             if msg["type"] == "websocket.disconnect":
                 break

@@ -9,7 +9,9 @@ frame sent so far, then stops. A ``send`` that fails because the connection clos
 ``pending`` as it was: the answers that came before it closed are still read by ``recv()``,
 which raises the lost connection once none is left. The connection opens on entering the
 context manager or on the first send; keep the number of unanswered frames bounded on long
-streams, or the acks queued on the socket will eventually stall both sides.
+streams: the server reads at most 16,384 frames ahead of the answers taken (the sync
+writer's connection takes them as they come; the async one's stops at 16 unread), so
+a stream sent whole before any answer is read stalls past that.
 """
 
 from __future__ import annotations
