@@ -736,9 +736,11 @@ def test_sigterm_reads_no_more_frames_from_a_pipelining_writer(tmp_path) -> None
     answer grew as fast as it sent them, and the stop waited for them its full 3 s (with
     four such peers a stop took 6-12 s, against about 1 s now). Here a peer that reads
     nothing holds the stop in that wait; meanwhile an HTTP write refused with 503 says the
-    server is stopping, and no frame the other writer sends after that is answered.
-    That peer's own close then waits behind answers it never reads: the stop waited on it
-    for ever, the other writer's socket never closed; it is dropped after 1 s now."""
+    server is stopping, and no frame the other writer sends after that is answered (that
+    writer closes as soon as its own answers are out, so it may send none by then). That
+    peer's own close waits behind answers it never reads: the stop waited on it for ever,
+    and the other writer's socket never closed; it is dropped after 1 s now, and the other
+    writer gets its 1012."""
     import signal
 
     with running_server(tmp_path) as s, s.client() as c, ExitStack() as stack:
@@ -776,6 +778,9 @@ def test_sigterm_reads_no_more_frames_from_a_pipelining_writer(tmp_path) -> None
             deadline = time.monotonic() + 120
             while len(answers) < 100 and time.monotonic() < deadline:
                 time.sleep(0.05)
+            # the stalled peer's writes applied: their answers wait on its full socket
+            while c.get("/v1/tables/t").json()["rows"] < 24_000 and time.monotonic() < deadline:
+                time.sleep(0.05)
             s.process.send_signal(signal.SIGTERM)
             stopping_at = None  # frames sent when an HTTP write was refused, the server stopping
             with contextlib.suppress(httpx.HTTPError):  # its listener closes at the end
@@ -789,7 +794,6 @@ def test_sigterm_reads_no_more_frames_from_a_pipelining_writer(tmp_path) -> None
             stalled.close()
         assert codes == [1012], codes
         assert stopping_at is not None, "no HTTP write was refused before the server closed"
-        assert sent > stopping_at + 10, "the writer sent little after the stop began"
         late = [a for a in answers if a["id"] is not None and a["id"] >= stopping_at]
         assert late == [], f"{len(late)} frames sent after the stop began were answered"
         assert s.process.wait(timeout=60) == 0
