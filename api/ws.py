@@ -237,9 +237,8 @@ async def ws_updates(ws: WebSocket, name: str) -> None:
     finally:
         await acks.put(None)
         with contextlib.suppress(Exception):
-            await sender
+            await sender  # it marks the socket gone as it ends
         writers.discard(unanswered)
-        unanswered.gone()
 
 
 _TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
