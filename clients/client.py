@@ -25,6 +25,7 @@ from clients.websocket import (
     AsyncConnect,
     SyncConnect,
     connect_async,
+    connect_async_writer,
     connect_sync,
     connect_sync_writer,
 )
@@ -244,6 +245,8 @@ class AsyncClient:
         with _valid_url(self.url):
             self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
         self._ws_connect = ws_connect
+        # the default's writers read every answer as it comes (``connect_async_writer``)
+        self._writer_connect = connect_async_writer if ws_connect is connect_async else ws_connect
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -356,7 +359,7 @@ class AsyncClient:
     def ws_writer(self, table: str) -> AsyncTableWriter:
         """A pipelined WebSocket writer to ``table``; use with ``async with``."""
         url = self._ws_url(f"/v1/tables/{segment(table)}/updates")
-        return AsyncTableWriter(url, self._ws_connect)
+        return AsyncTableWriter(url, self._writer_connect)
 
 
 def _share_docstrings() -> None:

