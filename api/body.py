@@ -128,15 +128,25 @@ def _refused(item: Any) -> bool:
 
 def _path(keys: list[str | int]) -> str:
     """``updates[3].insert.x`` from ``["", "updates", 3, "insert", "x"]`` (the body's own
-    key first); a name that is not UTF-8 written with backslash escapes."""
+    key first; list items as :func:`_item` writes them); a name that is not UTF-8 written
+    with backslash escapes."""
     path = ""
     for key in keys[1:]:
         if isinstance(key, int):
-            path += f"[{key}]"
+            path = _item(path, key)
         else:
             name = key if _encodable(key) else key.encode("utf-8", "backslashreplace").decode()
             path += f".{name}" if path else name
     return path or "body"
+
+
+def _item(path: str, index: int) -> str:
+    """The path of item ``index`` of the list at ``path``: ``updates[3]``, but
+    ``query.inputs.1`` in a plan, whose checks name list items so (audit 101: one view's
+    body named them both ways)."""
+    if path == "query" or path.startswith("query."):
+        return f"{path}.{index}"
+    return f"{path}[{index}]"
 
 
 def _encodable(text: str) -> bool:
@@ -276,7 +286,7 @@ def refuse_repeated_names(raw: bytes) -> None:
                 seen.add(name)
             stack.extend((v, f"{path}.{k}" if path else k) for k, v in reversed(item))
         elif isinstance(item, list):
-            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(item))))
+            stack.extend((v, _item(path, i)) for i, v in reversed(list(enumerate(item))))
 
 
 async def json_object(request: Request) -> dict[str, Any]:

@@ -233,6 +233,20 @@ def test_a_member_named_twice_defines_nothing(client: httpx.Client, name: str) -
     view = f'{{"name": "{name}_v", "query": {plan}}}'
     err = assert_error(client.post("/v1/views", content=view.encode()), 422, "invalid_value")
     assert "'op' twice" in err["message"] and err["detail"] == {"path": "query.op"}
+    # in a plan, list items are dotted numbers, as the plan's own checks name them (audit
+    # 101: ``query.inputs[1].where`` here, ``query.inputs.1.where`` for an unknown column)
+    table = f'{{"op": "table", "name": "{name}"}}'
+    for where, path in (
+        ('{"fn": "gt", "args": ["x", 1], "fn": "lt"}', "query.inputs.1.where.fn"),
+        ('{"fn": "gt", "args": ["x", 1e400]}', "query.inputs.1.where.args.1"),
+        ('{"fn": "gt", "args": ["x", "\\ud800"]}', "query.inputs.1.where.args.1"),
+        ('{"fn": "gt", "args": ["nope", 1]}', "query.inputs.1.where.args.0"),
+    ):
+        filtered = f'{{"op": "filter", "input": {table}, "where": {where}}}'
+        plan = f'{{"op": "concat", "inputs": [{table}, {filtered}]}}'
+        view = f'{{"name": "{name}_v", "query": {plan}}}'
+        err = assert_error(client.post("/v1/views", content=view.encode()), 422)
+        assert err["detail"] == {"path": path}, err
     load = '{"source": {"sql": "SELECT 1 AS x"}, "mode": "append", "mode": "replace"}'
     r = client.post(f"/v1/tables/{name}/loads", content=load.encode())
     assert "'mode' twice" in assert_error(r, 422, "invalid_value")["message"]
