@@ -9,11 +9,12 @@ product is split exactly into floats (Dekker's product of the value with the cou
 32-bit halves) and the terms are added without error into Shewchuk's non-overlapping
 partials, rounded once at the end (the algorithm of CPython's ``math.fsum``).
 
-A term whose product is not finite (an infinite or NaN value, or a product beyond the float
-range) makes the sum the plain float sum of such terms, in order (IEEE: infinities of both
-signs give NaN). Where the partials overflow (terms near the float range: ``1e308, 1e308,
--1e308``), the segment is summed again in exact rational arithmetic, rounded once (to an
-infinity of its sign beyond the float range), where ``math.fsum`` would raise.
+An infinite or NaN value makes the sum the plain float sum of such terms' products, in order
+(IEEE: infinities of both signs give NaN). Where the partials overflow (terms near the float
+range: ``1e308, 1e308, -1e308``), or a finite value's product is beyond the float range (a
+row ``1e308`` of count 2 beside ``-1e308``: the same sum as two rows ``1e308``), the segment
+is summed again in exact rational arithmetic, rounded once (to an infinity of its sign beyond
+the float range), where ``math.fsum`` would raise.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def segment_fsums(values: np.ndarray, counts: np.ndarray, starts: np.ndarray) ->
 
 
 def _exact(values: list[float], counts: list[int]) -> float:
-    """``sum(v * c)`` in rational arithmetic, rounded once (all products finite)."""
+    """``sum(v * c)`` in rational arithmetic, rounded once (all values finite)."""
     total = sum((Fraction(v) * c for v, c in zip(values, counts, strict=True)), Fraction(0))
     try:
         return float(total)
@@ -118,7 +119,7 @@ def _segment_fsums(
     values: np.ndarray, counts: np.ndarray, starts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`segment_fsums`, and per segment whether its finite terms' partials overflowed
-    (its sum is then to be taken again exactly)."""
+    or a finite value's product did (its sum is then to be taken again exactly)."""
     n = values.shape[0]
     nseg = 0
     for i in range(n):
@@ -131,6 +132,7 @@ def _segment_fsums(
     np_ = 0
     special = 0.0
     has_special = False
+    big = False  # a finite value's product beyond the float range: summed exactly
     for i in range(n + 1):
         if i == n or starts[i]:
             if s >= 0:
@@ -138,20 +140,24 @@ def _segment_fsums(
                     out[s] = special
                 else:
                     out[s] = _rounded(partials, np_)
-                    overflowed[s] = not np.isfinite(out[s])
+                    overflowed[s] = big or not np.isfinite(out[s])
             if i == n:
                 break
             s += 1
             np_ = 0
             special = 0.0
             has_special = False
+            big = False
         v, c = values[i], counts[i]
         prod = v * c
-        if not np.isfinite(prod):
+        if not np.isfinite(v):
             special = prod if not has_special else special + prod
             has_special = True
             continue
-        if has_special:
+        if has_special or big:
+            continue
+        if not np.isfinite(prod):
+            big = True
             continue
         scale = 1.0
         if abs(v) > _HUGE:  # powers of two: exact both ways

@@ -82,6 +82,27 @@ def test_non_finite_terms() -> None:
     assert got[0] == inf and math.isnan(got[1]) and math.isnan(got[2]) and got[3] == inf
 
 
+def test_products_beyond_the_float_range_of_finite_values_are_summed_exactly() -> None:
+    """Audit 102: a row ``1e308`` of count 2 beside ``-1e308`` summed to infinity (the
+    product overflowed, and was summed as an infinite term), where two rows ``1e308`` of
+    count 1 summed to ``1e308``: the sum of a multiset depended on its equal rows being
+    merged. Only infinite and NaN values are summed as IEEE floats now."""
+    big, inf = 1e308, math.inf
+    cases = [
+        [(big, 2), (-big, 1)],
+        [(-big, 1), (big, 2)],
+        [(big, 1), (big, 1), (-big, 1)],
+        [(big, 2), (-big, 2), (3.0, 1)],
+        [(big, 2), (inf, 1)],
+        [(big, 2), (-inf, 1)],
+        [(big, 3)],
+        [(5e-324, 2**62), (1e300, -(2**40)), (1e300, 2**40)],
+    ]
+    got = _run(cases).tolist()
+    assert got[:7] == [big, big, big, 3.0, inf, -inf, inf]
+    assert got == [exact_float_sum(s) for s in cases]
+
+
 def test_a_float_sum_keeps_no_rounding_of_retracted_values() -> None:
     """Rows 1e15, 0.2 and -1e15 for one key, then 1e15 retracted and added back: the sum at
     every time is the exact sum of the rows present, rounded once (added in their order,
@@ -105,3 +126,20 @@ def test_a_float_sum_keeps_no_rounding_of_retracted_values() -> None:
         acc = {r: c for r, c in acc.items() if c}
         expect = exact_float_sum(list(present.items()))
         assert acc == {(7, expect): 1}, (t, acc, expect)
+
+
+def test_a_float_sum_is_the_same_whether_equal_rows_are_merged() -> None:
+    """Audit 102's view: rows ``(1, 1e308)``, ``(2, 1e308)``, ``(3, -1e308)`` of one key,
+    summed as they are and with the ids dropped first (the two ``1e308`` rows then one of
+    count 2): both sums are ``1e308`` (the second was an infinity)."""
+    g = Graph()
+    inp, rows = g.new_input([("k", "int"), ("id", "int"), ("x", "float")], name="t")
+    as_is = rows.reduce(["k"], {"s": ("sum", "x")}).capture()
+    merged = rows.select({"k": "k", "x": "x"}).reduce(["k"], {"s": ("sum", "x")}).capture()
+    inp.send_rows([(1, 1, 1e308), (1, 2, 1e308), (1, 3, -1e308)], 0, 1)
+    inp.advance_to(1)
+    g.step()
+    for cap in (as_is, merged):
+        out = cap.drain()
+        sums = np.ascontiguousarray(out.data[1]).view(np.float64).tolist()
+        assert (sums, out.diffs.tolist()) == ([1e308], [1])

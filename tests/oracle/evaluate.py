@@ -1121,9 +1121,9 @@ def _compile_aggregate(
 
 
 def exact_float_sum(terms: list[tuple[float, int]]) -> float:
-    """The exact sum of ``value * count``, rounded once; a term whose float product is not
-    finite makes it the float sum of those (IEEE: infinities of both signs give NaN)."""
-    special = [p for p in (v * c for v, c in terms) if not math.isfinite(p)]
+    """The exact sum of ``value * count``, rounded once; an infinite or NaN value makes it
+    the float sum of those terms' products (IEEE: infinities of both signs give NaN)."""
+    special = [v * c for v, c in terms if not math.isfinite(v)]
     if special:
         return sum(special)
     total = sum((Fraction(v) * c for v, c in terms), Fraction(0))
