@@ -80,6 +80,12 @@ class _Server(uvicorn.Server):
         self.app = app
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # the port closes at once, as uvicorn's own shutdown would close it after ours: new
+        # connections were taken, and answered 503, for seconds meanwhile (audit 100)
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
         runtime = getattr(self.app.state, "runtime", None)
         if runtime is not None:  # the engine finishes its step (up to 5 s), requests still
             runtime.begin_shutdown()  # waiting on it get their 503, and subscribers hear
@@ -224,6 +230,10 @@ def main(
         if warmer is not None and warmer.poll() is None:
             warmer.terminate()
             warmer.wait()
+        # the interpreter's last collection at exit walks every object left: out of its
+        # sight, as the rest are, a stop no longer waits seconds after the server is done
+        # (audit 100: 3 s of it, after a stop under pipelining writers)
+        gc.freeze()
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -6,12 +6,18 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from api.deps import RuntimeDep
+from api.models import error_responses
+from service.errors import Unavailable
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz")
-async def healthz() -> dict[str, str]:
+@router.get("/healthz", responses=error_responses())
+async def healthz(rt: RuntimeDep) -> dict[str, str]:
+    """Ok while the server takes requests; 503 ``shutting_down`` once it has begun to stop
+    (a load balancer must not send it more work: its writes are refused then)."""
+    if rt.stopping:
+        raise Unavailable("the server is shutting down", code="shutting_down")
     return {"status": "ok"}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from websockets.sync.client import connect
 
 from api.models import ViewPublic, WriteDone
@@ -948,3 +950,23 @@ def test_a_read_queued_behind_a_registration_waits_for_it_during_another(tmp_pat
         assert_error(post.result(timeout=60), 409, "cancelled")
         assert queued.result(timeout=60).status_code == 201
         assert read.result(timeout=60).json()["rows"] == 1
+
+
+def test_a_stop_closes_the_port_at_once_and_health_says_it_is_stopping(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Audit 100: while a stop waited for the engine's step, the port still took new
+    connections (each write on one answered 503) and ``/healthz`` answered ok, so a load
+    balancer would have gone on sending work. The port now closes as the stop begins, and
+    ``/healthz`` on a connection already open answers 503 ``shutting_down``."""
+    with _long_steps(tmp_path, 1, 1, iterate_round_limit=10**10) as (s, c, (writer,), pool):
+        make_table(c, "start", [("x", "int")])
+        make_view(c, "shift", SHIFT)  # no rows yet: no rounds
+        long = _stepping(c, pool, writer, "start", 0)  # its loop never ends
+        assert c.get("/healthz").json() == {"status": "ok"}
+        s.process.terminate()  # the stop waits up to 5 s for the step
+        _until(lambda: c.get("/healthz").status_code == 503, "/healthz answering 503")
+        assert_error(c.get("/healthz"), 503, "shutting_down")
+        host, port = s.url.removeprefix("http://").rsplit(":", 1)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((host, int(port)), timeout=5).close()
+        assert s.process.poll() is None  # refused while the stop waits, not after it
+        assert_error(long.result(timeout=60), 503, "shutting_down")
