@@ -182,8 +182,11 @@ class Runtime:
 
     def stop(self) -> None:
         self.begin_shutdown()
-        # what the engine holds is in memory only: a step still running is not waited for long
-        self._thread.join(timeout=STOP_WAIT_S)
+        # what the engine holds is in memory only: a step still running is not waited for
+        # long, nor again after :meth:`wind_down` waited for it (audit 100: a stop during a
+        # long step took 5 s more so)
+        if not self._waits_cancelled:
+            self._thread.join(timeout=STOP_WAIT_S)
         self._stop_waiting()
         self.close_subscribers("server shutting down")
 
