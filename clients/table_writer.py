@@ -9,9 +9,10 @@ frame sent so far, then stops. A ``send`` that fails because the connection clos
 ``pending`` as it was: the answers that came before it closed are still read by ``recv()``,
 which raises the lost connection once none is left. The connection opens on entering the
 context manager or on the first send; keep the number of unanswered frames bounded on long
-streams: the server reads at most 16,384 frames ahead of the answers taken (the sync
-writer's connection takes them as they come; the async one's stops at 16 unread), so
-a stream sent whole before any answer is read stalls past that.
+streams: the server reads at most 16,384 frames ahead of the answers taken (a writer's
+connection takes them as they come, and holds them until ``recv()``), so a stream sent whole
+before any answer is read stalls past that. Once a connection is lost, ``pending`` is 0 and
+every ``recv()`` raises the loss again.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class TableWriter(LazySocket):
     def __init__(self, url: str, connect: SyncConnect) -> None:
         super().__init__(url, connect)
         self._pending = 0
+        self._gone: ConnectionFailed | None = None  # the loss, raised by every later recv()
 
     @property
     def pending(self) -> int:
@@ -55,7 +57,8 @@ class TableWriter(LazySocket):
 
     def _lost(self, exc: BaseException) -> ConnectionFailed:
         lost, self._pending = self._pending, 0
-        return lost_error(self.url, exc, lost)
+        self._gone = lost_error(self.url, exc, lost)
+        return self._gone
 
     def send(self, body: Mapping[str, Any], id: Any = None) -> None:
         """Send one write body (see ``write_body``), tagged with ``id``; do not wait."""
@@ -69,6 +72,8 @@ class TableWriter(LazySocket):
     def recv(self) -> dict[str, Any]:
         """The next answer: an ack dict, or the typed error of an error frame."""
         if not self._pending:
+            if self._gone is not None:  # not "all answered": those answers never came
+                raise self._gone
             raise RuntimeError(_NOTHING_PENDING)
         connection = self._open()
         try:
@@ -91,6 +96,7 @@ class AsyncTableWriter(AsyncLazySocket):
     def __init__(self, url: str, connect: AsyncConnect) -> None:
         super().__init__(url, connect)
         self._pending = 0
+        self._gone: ConnectionFailed | None = None  # the loss, raised by every later recv()
 
     @property
     def pending(self) -> int:
@@ -100,7 +106,8 @@ class AsyncTableWriter(AsyncLazySocket):
 
     def _lost(self, exc: BaseException) -> ConnectionFailed:
         lost, self._pending = self._pending, 0
-        return lost_error(self.url, exc, lost)
+        self._gone = lost_error(self.url, exc, lost)
+        return self._gone
 
     async def send(self, body: Mapping[str, Any], id: Any = None) -> None:
         """Send one write body tagged with ``id``; do not wait for its ack."""
@@ -114,6 +121,8 @@ class AsyncTableWriter(AsyncLazySocket):
     async def recv(self) -> dict[str, Any]:
         """The next answer: an ack dict, or the typed error of an error frame."""
         if not self._pending:
+            if self._gone is not None:  # not "all answered": those answers never came
+                raise self._gone
             raise RuntimeError(_NOTHING_PENDING)
         connection = await self._open()
         try:

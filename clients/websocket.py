@@ -16,7 +16,7 @@ from typing import Any, Protocol, Self, TypeAlias
 
 import orjson
 from websockets.asyncio.client import connect as _connect_async
-from websockets.exceptions import InvalidStatus, WebSocketException
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import connect as _connect_sync
 
 from clients.errors import ConnectionFailed, DifflowError, error_from_body, error_from_frame
@@ -134,9 +134,16 @@ def closed_error(url: str, exc: BaseException) -> ConnectionFailed:
 
 
 def lost_error(url: str, exc: BaseException, unanswered: int) -> ConnectionFailed:
-    """A writer's connection lost with ``unanswered`` frames sent and not answered."""
+    """A writer's connection lost with ``unanswered`` frames sent and not answered. Closed
+    by a stopping server (1012), which answers every frame it read before it closes a
+    write socket, those were never read, so none was applied."""
     if not unanswered:
         return closed_error(url, exc)
+    if isinstance(exc, ConnectionClosed) and exc.rcvd is not None and exc.rcvd.code == 1012:
+        return ConnectionFailed(
+            f"connection to {url} closed: {exc}; the server stopped before reading the last "
+            f"{unanswered} frame(s) sent, so none of them was applied"
+        )
     return ConnectionFailed(
         f"connection to {url} lost: {exc}; {unanswered} frame(s) sent got no answer (each may "
         "or may not have been applied)"

@@ -938,10 +938,18 @@ def test_push_over_websocket_counts_the_answers_that_came_before_a_send_failed(
         " lost: received 1012 (service restart) server shutting down; no close frame sent; "
         "4 rows in 2 acknowledged writes were written"
     ), line
-    # one answer came, one did not: that one is the frame in doubt
+    # one answer came, one did not: a stopping server (1012) had not read that one, so it
+    # was not applied
     line = _ws_push_failure(
         exchange, StubConnection([acks[0], closing], send_fails=closing, sends=2)
     )
+    assert line.endswith(
+        "; the server stopped before reading the last 1 frame(s) sent, so none of them was "
+        "applied; 2 rows in 1 acknowledged write were written"
+    ), line
+    # a connection lost otherwise leaves the frame in doubt
+    reset = ConnectionClosedError(None, None)
+    line = _ws_push_failure(exchange, StubConnection([acks[0], reset], send_fails=reset, sends=2))
     assert line.endswith(
         "; 1 frame(s) sent got no answer (each may or may not have been applied); "
         "2 rows in 1 acknowledged write were written"

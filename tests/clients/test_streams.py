@@ -150,6 +150,23 @@ def test_writer_reports_a_connection_lost_with_acks_pending() -> None:
         with pytest.raises(ConnectionFailed, match=r"lost.*2 frame\(s\) sent got no answer"):
             writer.recv()
         assert writer.pending == 0 and list(writer) == []
+        # and so is every later recv(): it said that every frame had been answered (audit 100)
+        with pytest.raises(ConnectionFailed, match=r"lost.*2 frame\(s\) sent got no answer"):
+            writer.recv()
+
+
+def test_a_writer_stopped_by_the_server_says_its_unanswered_frames_were_not_applied() -> None:
+    """A stopping server answers every frame it read before it closes a write socket with
+    1012: the frames still unanswered then were never read, so none was applied (the error
+    said they may or may not have been, audit 100)."""
+    stopped = ConnectionClosedError(Close(1012, "server shutting down"), None)
+    connect = connector([{"type": "ack", "id": 0}, stopped])
+    with sync_client(connect) as client, client.ws_writer("t") as writer:
+        for i in range(3):
+            writer.send({"updates": []}, id=i)
+        assert writer.recv() == {"type": "ack", "id": 0}
+        with pytest.raises(ConnectionFailed, match=r"last 2 frame\(s\) .*none of them was applied"):
+            writer.recv()
 
 
 def test_a_failed_send_leaves_the_answers_that_came_readable() -> None:
