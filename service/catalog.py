@@ -120,9 +120,11 @@ class Catalog:
         pairs = []
         for i, c in enumerate(columns):
             if not isinstance(c, dict) or set(c) != {"name", "type"}:
+                # the field missing or unknown, as ``detail.path`` names fields
+                wrong = sorted({"name", "type"} ^ set(c)) if isinstance(c, dict) else []
                 raise Invalid(
                     f'columns[{i}] must be {{"name", "type"}}',
-                    {"path": f"columns[{i}]"},
+                    {"path": f"columns[{i}].{wrong[0]}" if wrong else f"columns[{i}]"},
                     "bad_schema",
                 )
             if not isinstance(c["name"], str) or not NAME_RE.fullmatch(c["name"]):

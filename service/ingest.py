@@ -90,6 +90,18 @@ def dropped_since_opened(table: str) -> NotFound:
     )
 
 
+_UPDATE_FIELDS = frozenset({"insert", "delete", "upsert", "weight", "data", "time"})
+
+
+def _unknown_member(obj: dict, known: frozenset[str], path: str) -> str:
+    """The path of ``obj``'s first member not in ``known`` (``updates[1].inserts``), else
+    of ``obj`` itself: a misspelt field is named, as ``detail.path`` names fields."""
+    for name in obj:
+        if name not in known:
+            return f"{path}.{name}"
+    return path
+
+
 def _invalid(path: str, message: str, code: str = "invalid_update") -> Invalid:
     return Invalid(f"{path}: {message}", {"path": path}, code)
 
@@ -174,7 +186,7 @@ def _parse_rows(
                 weights.append(u["weight"])
             else:
                 raise _invalid(
-                    f"updates[{i}]",
+                    _unknown_member(u, _UPDATE_FIELDS, f"updates[{i}]"),
                     "an update has exactly one of insert, delete, upsert, or weight with data "
                     "(and an optional time)",
                 )

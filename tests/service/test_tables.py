@@ -155,6 +155,14 @@ def test_null_is_no_value_for_an_optional_field(client: httpx.Client, name: str)
     for field in ("primary_key", "timing", "time_dims"):
         r = client.post("/v1/tables", json={"name": name, "columns": columns, field: None})
         assert assert_error(r, 422, "bad_schema")["detail"] == {"path": field}
+    # a column missing a field or holding an unknown one: that field (audit 100: the column)
+    for column, path in (
+        ({"name": "y"}, "columns[1].type"),
+        ({"name": "y", "type": "int", "null": True}, "columns[1].null"),
+        ("y", "columns[1]"),
+    ):
+        r = client.post("/v1/tables", json={"name": name, "columns": [*columns, column]})
+        assert assert_error(r, 422, "bad_schema")["detail"] == {"path": path}
     assert_error(client.get(f"/v1/tables/{name}"), 404)
 
     make_table(client, name, [("x", "int")])

@@ -276,6 +276,62 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
             {"op": "distinct", "input": {"op": "filter", "input": {"op": "table", "name": name}}},
             "query.input.where",
         ),
+        # ... and so inside an aggregate, an order_by item and an expression (audit 100:
+        # the object holding it)
+        (
+            {
+                "op": "reduce",
+                "input": {"op": "table", "name": name},
+                "by": [],
+                "aggregates": {"n": {"fn": "count", "zz": 1}},
+            },
+            "query.aggregates.n.zz",
+        ),
+        (
+            {
+                "op": "reduce",
+                "input": {"op": "table", "name": name},
+                "by": [],
+                "aggregates": {"n": {"of": "x"}},
+            },
+            "query.aggregates.n.fn",
+        ),
+        (
+            {
+                "op": "top_k",
+                "input": {"op": "table", "name": name},
+                "by": [],
+                "order_by": [{"col": "x"}, {"desc": True}],
+                "k": 1,
+            },
+            "query.order_by.1.col",
+        ),
+        (
+            {
+                "op": "top_k",
+                "input": {"op": "table", "name": name},
+                "by": [],
+                "order_by": [{"col": "x", "asc": True}],
+                "k": 1,
+            },
+            "query.order_by.0.asc",
+        ),
+        (
+            {
+                "op": "filter",
+                "input": {"op": "table", "name": name},
+                "where": {"fn": "gt", "args": ["x", {"lit": 1, "q": 2}]},
+            },
+            "query.where.args.1.q",
+        ),
+        (
+            {
+                "op": "filter",
+                "input": {"op": "table", "name": name},
+                "where": {"fn": "gt", "args": ["x", 1], "argz": []},
+            },
+            "query.where.argz",
+        ),
         (
             {"op": "select", "input": {"op": "table", "name": name}, "columns": {"y\n": "x"}},
             "query.columns.y\n",

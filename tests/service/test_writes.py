@@ -371,6 +371,18 @@ def test_primary_key_semantics(client: httpx.Client, name: str) -> None:
             "bad_weight",
             "updates[0].weight",
         ),
+        # a misspelt field is named (audit 100: the update)
+        ({"updates": [{"inserts": {"id": 5, "v": "x"}}]}, "invalid_update", "updates[0].inserts"),
+        (
+            {"updates": [{"insert": {"id": 5, "v": "x"}, "tme": 3}]},
+            "invalid_update",
+            "updates[0].tme",
+        ),
+        (
+            {"updates": [{"insert": {"id": 5, "v": "x"}, "delete": {"id": 5, "v": "x"}}]},
+            "invalid_update",
+            "updates[0]",
+        ),
     ]
     for body, code, path in refused:
         err = assert_error(client.post(f"/v1/tables/{name}/updates", json=body), 422, code)
