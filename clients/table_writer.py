@@ -8,15 +8,21 @@ body on the wire and returns at once; the server answers every frame, in order, 
 frame sent so far, then stops. A ``send`` that fails because the connection closed leaves
 ``pending`` as it was: the answers that came before it closed are still read by ``recv()``,
 which raises the lost connection once none is left. The connection opens on entering the
-context manager or on the first send; keep the number of unanswered frames bounded on long
-streams: the server reads at most 16,384 frames ahead of the answers taken (a writer's
-connection takes them as they come, and holds them until ``recv()``), so a stream sent whole
-before any answer is read stalls past that. Once a connection is lost, ``pending`` is 0 and
-every ``recv()`` raises the loss again.
+context manager or on the first send. At most ``IN_FLIGHT_MAX`` frames are on the wire
+unanswered: a ``send`` beyond them first takes the answers that came (kept, in order, for
+``recv()``), waiting for them if need be. So a stream sent whole before any answer is read
+does not stall (the server reads at most 16,384 frames ahead of the answers taken), and the
+connection's keepalive pings wait behind at most that many frames (audit 100: behind a
+hundred thousand, the server's pong came after the ping's 20 s, and the connection was
+dropped with writes applied but unanswered). Once a connection is lost, ``pending`` is 0
+and every ``recv()`` raises the loss again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
@@ -33,20 +39,25 @@ from clients.websocket import (
     unsent_error,
 )
 
-__all__ = ["AsyncTableWriter", "TableWriter"]
+__all__ = ["IN_FLIGHT_MAX", "AsyncTableWriter", "TableWriter"]
+
+IN_FLIGHT_MAX = 1024  # frames sent whose answers have not come off the wire
 
 _NOTHING_PENDING = "every frame sent has been answered: nothing to receive"
 
 
 class TableWriter(LazySocket):
     """Pipelined writes to one table; use as a context manager. ``close()`` loses the
-    answers not yet received."""
+    answers not yet received. One thread may send while another receives."""
 
     kind = "writer"
 
     def __init__(self, url: str, connect: SyncConnect) -> None:
         super().__init__(url, connect)
         self._pending = 0
+        self._answers: deque[str | bytes] = deque()  # taken off the wire, not yet recv()'d
+        self._reading = threading.Lock()  # one reader of the connection at a time
+        self._broken: BaseException | None = None  # the connection's loss, met while sending
         self._gone: ConnectionFailed | None = None  # the loss, raised by every later recv()
 
     @property
@@ -61,8 +72,19 @@ class TableWriter(LazySocket):
         return self._gone
 
     def send(self, body: Mapping[str, Any], id: Any = None) -> None:
-        """Send one write body (see ``write_body``), tagged with ``id``; do not wait."""
+        """Send one write body (see ``write_body``), tagged with ``id``; do not wait, but
+        for answers to come off the wire while ``IN_FLIGHT_MAX`` frames await theirs."""
         connection = self._open()
+        while self._broken is None and self._pending - len(self._answers) >= IN_FLIGHT_MAX:
+            with self._reading:
+                if self._pending - len(self._answers) < IN_FLIGHT_MAX:
+                    break  # another thread received meanwhile
+                try:
+                    self._answers.append(connection.recv())
+                except TRANSPORT_ERRORS as exc:
+                    self._broken = exc
+        if self._broken is not None:
+            raise unsent_error(self.url, self._broken, self._pending) from self._broken
         try:
             connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
@@ -76,11 +98,17 @@ class TableWriter(LazySocket):
                 raise self._gone
             raise RuntimeError(_NOTHING_PENDING)
         connection = self._open()
-        try:
-            message = connection.recv()
-        except TRANSPORT_ERRORS as exc:
-            raise self._lost(exc) from exc
-        self._pending -= 1
+        with self._reading:
+            if self._answers:
+                message = self._answers.popleft()
+            elif self._broken is not None:
+                raise self._lost(self._broken) from self._broken
+            else:
+                try:
+                    message = connection.recv()
+                except TRANSPORT_ERRORS as exc:
+                    raise self._lost(exc) from exc
+            self._pending -= 1
         return decode_frame(message)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
@@ -89,13 +117,17 @@ class TableWriter(LazySocket):
 
 
 class AsyncTableWriter(AsyncLazySocket):
-    """The async mirror of ``TableWriter``; use with ``async with``."""
+    """The async mirror of ``TableWriter``; use with ``async with``. One task may send
+    while another receives."""
 
     kind = "writer"
 
     def __init__(self, url: str, connect: AsyncConnect) -> None:
         super().__init__(url, connect)
         self._pending = 0
+        self._answers: deque[str | bytes] = deque()  # taken off the wire, not yet recv()'d
+        self._reading = asyncio.Lock()  # one reader of the connection at a time
+        self._broken: BaseException | None = None  # the connection's loss, met while sending
         self._gone: ConnectionFailed | None = None  # the loss, raised by every later recv()
 
     @property
@@ -110,8 +142,19 @@ class AsyncTableWriter(AsyncLazySocket):
         return self._gone
 
     async def send(self, body: Mapping[str, Any], id: Any = None) -> None:
-        """Send one write body tagged with ``id``; do not wait for its ack."""
+        """Send one write body tagged with ``id``; do not wait for its ack, but for answers
+        to come off the wire while ``IN_FLIGHT_MAX`` frames await theirs."""
         connection = await self._open()
+        while self._broken is None and self._pending - len(self._answers) >= IN_FLIGHT_MAX:
+            async with self._reading:
+                if self._pending - len(self._answers) < IN_FLIGHT_MAX:
+                    break  # another task received meanwhile
+                try:
+                    self._answers.append(await connection.recv())
+                except TRANSPORT_ERRORS as exc:
+                    self._broken = exc
+        if self._broken is not None:
+            raise unsent_error(self.url, self._broken, self._pending) from self._broken
         try:
             await connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
@@ -125,11 +168,17 @@ class AsyncTableWriter(AsyncLazySocket):
                 raise self._gone
             raise RuntimeError(_NOTHING_PENDING)
         connection = await self._open()
-        try:
-            message = await connection.recv()
-        except TRANSPORT_ERRORS as exc:
-            raise self._lost(exc) from exc
-        self._pending -= 1
+        async with self._reading:
+            if self._answers:
+                message = self._answers.popleft()
+            elif self._broken is not None:
+                raise self._lost(self._broken) from self._broken
+            else:
+                try:
+                    message = await connection.recv()
+                except TRANSPORT_ERRORS as exc:
+                    raise self._lost(exc) from exc
+            self._pending -= 1
         return decode_frame(message)
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:

@@ -20,6 +20,7 @@ from clients import (
     InvalidError,
     NotFoundError,
 )
+from clients import table_writer as table_writer_module
 from clients import websocket as websocket_module
 from tests.clients.doubles import Connector, StubAsyncConnection, StubConnection, connector
 
@@ -124,6 +125,67 @@ def test_writer_pipelines_frames_and_drains_acks() -> None:
         {"updates": [{"insert": {"a": i}}], "id": i} for i in range(3)
     ]
     assert connect.connection.closed
+
+
+def test_a_writer_takes_answers_off_the_wire_beyond_its_frames_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A send beyond ``IN_FLIGHT_MAX`` unanswered frames first takes the answers that came,
+    kept in order for ``recv()``: a stream sent whole before reading does not stall, and
+    keepalive pings wait behind a bounded number of frames (audit 100: behind 100k, a ping
+    went unanswered for its 20 s and the connection was dropped). The async writer alike."""
+    monkeypatch.setattr(table_writer_module, "IN_FLIGHT_MAX", 2)
+    acks = [{"type": "ack", "id": i} for i in range(5)]
+    connect = connector(acks)
+    with sync_client(connect) as client, client.ws_writer("t") as writer:
+        for i in range(5):
+            writer.send({"updates": []}, id=i)
+        assert writer.pending == 5
+        assert connect.connection.log == [
+            "send",
+            "send",
+            "recv",
+            "send",
+            "recv",
+            "send",
+            "recv",
+            "send",
+        ]
+        assert list(writer) == acks
+    # the connection lost while answers are taken: that send fails, the answers that came
+    # are received, then the loss
+    connect = connector([acks[0]])
+    with sync_client(connect) as client, client.ws_writer("t") as writer:
+        writer.send({"updates": []}, id=0)
+        writer.send({"updates": []}, id=1)
+        writer.send({"updates": []}, id=2)  # takes ack 0 first
+        with pytest.raises(ConnectionFailed, match="the 3 sent before it are unanswered"):
+            writer.send({"updates": []}, id=3)
+        assert writer.recv() == acks[0]
+        with pytest.raises(ConnectionFailed, match=r"2 frame\(s\) sent got no answer"):
+            writer.recv()
+        assert writer.pending == 0
+
+    async def run() -> list[dict[str, Any]]:
+        async with async_client(connect) as client, client.ws_writer("t") as writer:
+            for i in range(5):
+                await writer.send({"updates": []}, id=i)
+            return [ack async for ack in writer]
+
+    connect = connector(acks)
+    assert asyncio.run(run()) == acks
+    assert connect.connection.log == [
+        "send",
+        "send",
+        "recv",
+        "send",
+        "recv",
+        "send",
+        "recv",
+        "send",
+        "recv",
+        "recv",
+    ]
 
 
 def test_writer_raises_error_frames_and_keeps_going() -> None:
