@@ -98,9 +98,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ClientDisconnect)
     async def client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
-        """A client gone before its body was all read: nothing was done, and there is no one
-        to answer (the access log shows the 400); handled here rather than as a bug, which
-        logged a traceback of 65 lines per such request (audit 101)."""
+        """A client gone before its body was all read: nothing was done, and no one reads
+        this answer; handled here rather than as a bug, which logged a traceback of 65
+        lines per such request (audit 101)."""
         return error_response(
             400, "bad_request", "the client closed the connection before its body was read"
         )

@@ -30,7 +30,7 @@ from engine.operators import Arrange, AsCollection, Capture, Operator, Reduce
 from engine.operators.base import BuiltKey
 from engine.progress import meet_all
 from service.codec import decode_rows, frontier_to_wire, time_from_text, time_to_wire
-from service.errors import Conflict, Invalid, NotFound
+from service.errors import Conflict, Invalid, NotFound, member_path
 from service.gc_pause import collector_paused
 from service.history import frontier_join, history_frontier, latest_complete
 from service.ingest import TableShape
@@ -120,11 +120,9 @@ class Catalog:
         pairs = []
         for i, c in enumerate(columns):
             if not isinstance(c, dict) or set(c) != {"name", "type"}:
-                # the field missing or unknown, as ``detail.path`` names fields
-                wrong = sorted({"name", "type"} ^ set(c)) if isinstance(c, dict) else []
                 raise Invalid(
                     f'columns[{i}] must be {{"name", "type"}}',
-                    {"path": f"columns[{i}].{wrong[0]}" if wrong else f"columns[{i}]"},
+                    {"path": member_path(c, {"name", "type"}, set(), f"columns[{i}]")},
                     "bad_schema",
                 )
             if not isinstance(c["name"], str) or not NAME_RE.fullmatch(c["name"]):

@@ -32,6 +32,7 @@ __all__ = [
     "TooLarge",
     "Unavailable",
     "WarmupError",
+    "member_path",
 ]
 
 
@@ -108,3 +109,17 @@ class SettingsError(ServiceError):
     server does not start, and says which."""
 
     code = "bad_setting"
+
+
+def member_path(obj: Any, required: set[str], optional: set[str], path: str) -> str:
+    """Where object ``obj`` at ``path`` goes wrong, for ``detail.path``, which names fields:
+    its first required member missing (in name order), else its first unknown one
+    (``query.aggregates.n.zz``, ``updates[0].inserts``); ``path`` when it is no object or
+    has neither."""
+    if not isinstance(obj, dict):
+        return path
+    missing = sorted(required - set(obj))
+    if missing:
+        return f"{path}.{missing[0]}"
+    extra = sorted(set(obj) - required - optional)
+    return f"{path}.{extra[0]}" if extra else path

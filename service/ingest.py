@@ -33,7 +33,7 @@ from service.codec import (
     time_from_wire,
     time_to_wire,
 )
-from service.errors import Conflict, Invalid, NotFound, TooLarge
+from service.errors import Conflict, Invalid, NotFound, TooLarge, member_path
 from service.key_index import KeyChanges, KeyIndex
 
 __all__ = ["ParsedWrite", "StagedWrite", "TableShape", "dropped_since_opened", "parse_write"]
@@ -90,16 +90,7 @@ def dropped_since_opened(table: str) -> NotFound:
     )
 
 
-_UPDATE_FIELDS = frozenset({"insert", "delete", "upsert", "weight", "data", "time"})
-
-
-def _unknown_member(obj: dict, known: frozenset[str], path: str) -> str:
-    """The path of ``obj``'s first member not in ``known`` (``updates[1].inserts``), else
-    of ``obj`` itself: a misspelt field is named, as ``detail.path`` names fields."""
-    for name in obj:
-        if name not in known:
-            return f"{path}.{name}"
-    return path
+_UPDATE_FIELDS = {"insert", "delete", "upsert", "weight", "data", "time"}
 
 
 def _invalid(path: str, message: str, code: str = "invalid_update") -> Invalid:
@@ -186,7 +177,7 @@ def _parse_rows(
                 weights.append(u["weight"])
             else:
                 raise _invalid(
-                    _unknown_member(u, _UPDATE_FIELDS, f"updates[{i}]"),
+                    member_path(u, set(), _UPDATE_FIELDS, f"updates[{i}]"),
                     "an update has exactly one of insert, delete, upsert, or weight with data "
                     "(and an optional time)",
                 )

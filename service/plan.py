@@ -31,7 +31,7 @@ from engine import (
 )
 from engine.expr import FUNCTIONS
 from service.codec import nests_deeper
-from service.errors import Conflict, Invalid
+from service.errors import Conflict, Invalid, member_path
 
 __all__ = ["NAME_RE", "CompiledPlan", "Domain", "Sources", "compile_plan", "parse_expr"]
 
@@ -180,19 +180,6 @@ def compile_plan(
 
 def _fail(path: str, message: str, code: str = "invalid_plan") -> Invalid:
     return Invalid(f"{path}: {message}", {"path": path}, code)
-
-
-def _member_path(obj: Any, required: set[str], optional: set[str], path: str) -> str:
-    """Where object ``obj`` at ``path`` goes wrong: its first required member missing, else
-    its first unknown one (``query.aggregates.n.zz``), as ``detail.path`` names fields;
-    ``path`` when it is no object."""
-    if not isinstance(obj, dict):
-        return path
-    missing = sorted(required - set(obj))
-    if missing:
-        return f"{path}.{missing[0]}"
-    extra = sorted(set(obj) - required - optional)
-    return f"{path}.{extra[0]}" if extra else path
 
 
 def _node(plan: Any, path: str) -> str:
@@ -464,7 +451,7 @@ def _compile_reduce(plan: dict, env: _Env, path: str) -> Collection:
         if name in by:
             raise _fail(p, f"aggregate {name!r} repeats a group column")
         if not isinstance(a, dict) or "fn" not in a or set(a) - {"fn", "of"}:
-            raise _fail(_member_path(a, {"fn"}, {"of"}, p), 'must be {"fn": ..., "of"?: EXPR}')
+            raise _fail(member_path(a, {"fn"}, {"of"}, p), 'must be {"fn": ..., "of"?: EXPR}')
         fn = a["fn"]
         if fn not in AGG_FNS:
             raise _fail(
@@ -497,7 +484,7 @@ def _compile_top_k(plan: dict, env: _Env, path: str) -> Collection:
         p = f"{path}.order_by.{i}"
         if not isinstance(o, dict) or "col" not in o or set(o) - {"col", "desc"}:
             raise _fail(
-                _member_path(o, {"col"}, {"desc"}, p), 'must be {"col": name, "desc"?: bool}'
+                member_path(o, {"col"}, {"desc"}, p), 'must be {"col": name, "desc"?: bool}'
             )
         if o["col"] not in inp.schema.names:
             raise _fail(
@@ -599,7 +586,7 @@ def parse_expr(e: Any, path: str) -> Expr:
     if isinstance(e, dict):
         if "lit" in e:
             if set(e) != {"lit"}:
-                where = _member_path(e, {"lit"}, set(), path)
+                where = member_path(e, {"lit"}, set(), path)
                 raise _fail(where, '{"lit": v} takes no other fields', "invalid_expression")
             v = e["lit"]
             if v is None or isinstance(v, (list, dict)):
@@ -610,7 +597,7 @@ def parse_expr(e: Any, path: str) -> Expr:
         if "fn" in e:
             if set(e) - {"fn", "args", "to"}:
                 raise _fail(
-                    _member_path(e, {"fn"}, {"args", "to"}, path),
+                    member_path(e, {"fn"}, {"args", "to"}, path),
                     f"unknown field(s) {sorted(set(e) - {'fn', 'args', 'to'})}",
                     "invalid_expression",
                 )
