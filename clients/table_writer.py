@@ -46,17 +46,15 @@ IN_FLIGHT_MAX = 1024  # frames sent whose answers have not come off the wire
 _NOTHING_PENDING = "every frame sent has been answered: nothing to receive"
 
 
-class TableWriter(LazySocket):
-    """Pipelined writes to one table; use as a context manager. ``close()`` loses the
-    answers not yet received. One thread may send while another receives."""
+class _Answers:
+    """What both writers keep: frames sent and not yet received (``pending``), the answers
+    taken off the wire ahead of ``recv()``, and the connection's loss."""
 
-    kind = "writer"
+    url: str  # the socket's (``LazySocket`` / ``AsyncLazySocket`` sets it)
 
-    def __init__(self, url: str, connect: SyncConnect) -> None:
-        super().__init__(url, connect)
+    def __init__(self) -> None:
         self._pending = 0
         self._answers: deque[str | bytes] = deque()  # taken off the wire, not yet recv()'d
-        self._reading = threading.Lock()  # one reader of the connection at a time
         self._broken: BaseException | None = None  # the connection's loss, met while sending
         self._gone: ConnectionFailed | None = None  # the loss, raised by every later recv()
 
@@ -71,20 +69,53 @@ class TableWriter(LazySocket):
         self._gone = lost_error(self.url, exc, lost)
         return self._gone
 
+    def _full(self) -> bool:
+        """Whether ``IN_FLIGHT_MAX`` frames await their answers on the wire."""
+        return self._broken is None and self._pending - len(self._answers) >= IN_FLIGHT_MAX
+
+    def _check_sendable(self) -> None:
+        if self._broken is not None:
+            raise unsent_error(self.url, self._broken, self._pending) from self._broken
+
+    def _check_receivable(self) -> None:
+        if not self._pending:
+            if self._gone is not None:  # not "all answered": those answers never came
+                raise self._gone
+            raise RuntimeError(_NOTHING_PENDING)
+
+    def _taken(self) -> str | bytes | None:
+        """The next answer taken off the wire ahead, if any; the loss met while taking
+        them once they are all received."""
+        if self._answers:
+            return self._answers.popleft()
+        if self._broken is not None:
+            raise self._lost(self._broken) from self._broken
+        return None
+
+
+class TableWriter(_Answers, LazySocket):
+    """Pipelined writes to one table; use as a context manager. ``close()`` loses the
+    answers not yet received. One thread may send while another receives."""
+
+    kind = "writer"
+
+    def __init__(self, url: str, connect: SyncConnect) -> None:
+        _Answers.__init__(self)
+        LazySocket.__init__(self, url, connect)
+        self._reading = threading.Lock()  # one reader of the connection at a time
+
     def send(self, body: Mapping[str, Any], id: Any = None) -> None:
         """Send one write body (see ``write_body``), tagged with ``id``; do not wait, but
         for answers to come off the wire while ``IN_FLIGHT_MAX`` frames await theirs."""
         connection = self._open()
-        while self._broken is None and self._pending - len(self._answers) >= IN_FLIGHT_MAX:
+        while self._full():
             with self._reading:
-                if self._pending - len(self._answers) < IN_FLIGHT_MAX:
-                    break  # another thread received meanwhile
-                try:
-                    self._answers.append(connection.recv())
-                except TRANSPORT_ERRORS as exc:
-                    self._broken = exc
-        if self._broken is not None:
-            raise unsent_error(self.url, self._broken, self._pending) from self._broken
+                if self._full():  # else another thread received meanwhile
+                    try:
+                        self._answers.append(connection.recv())
+                    except TRANSPORT_ERRORS as exc:
+                        self._broken = exc
+        self._check_sendable()
         try:
             connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
@@ -93,17 +124,11 @@ class TableWriter(LazySocket):
 
     def recv(self) -> dict[str, Any]:
         """The next answer: an ack dict, or the typed error of an error frame."""
-        if not self._pending:
-            if self._gone is not None:  # not "all answered": those answers never came
-                raise self._gone
-            raise RuntimeError(_NOTHING_PENDING)
+        self._check_receivable()
         connection = self._open()
         with self._reading:
-            if self._answers:
-                message = self._answers.popleft()
-            elif self._broken is not None:
-                raise self._lost(self._broken) from self._broken
-            else:
+            message = self._taken()
+            if message is None:
                 try:
                     message = connection.recv()
                 except TRANSPORT_ERRORS as exc:
@@ -116,45 +141,29 @@ class TableWriter(LazySocket):
             yield self.recv()
 
 
-class AsyncTableWriter(AsyncLazySocket):
+class AsyncTableWriter(_Answers, AsyncLazySocket):
     """The async mirror of ``TableWriter``; use with ``async with``. One task may send
     while another receives."""
 
     kind = "writer"
 
     def __init__(self, url: str, connect: AsyncConnect) -> None:
-        super().__init__(url, connect)
-        self._pending = 0
-        self._answers: deque[str | bytes] = deque()  # taken off the wire, not yet recv()'d
+        _Answers.__init__(self)
+        AsyncLazySocket.__init__(self, url, connect)
         self._reading = asyncio.Lock()  # one reader of the connection at a time
-        self._broken: BaseException | None = None  # the connection's loss, met while sending
-        self._gone: ConnectionFailed | None = None  # the loss, raised by every later recv()
-
-    @property
-    def pending(self) -> int:
-        """Frames sent whose answer has not been received yet (0 once ``recv()`` finds the
-        connection lost: those answers never come)."""
-        return self._pending
-
-    def _lost(self, exc: BaseException) -> ConnectionFailed:
-        lost, self._pending = self._pending, 0
-        self._gone = lost_error(self.url, exc, lost)
-        return self._gone
 
     async def send(self, body: Mapping[str, Any], id: Any = None) -> None:
         """Send one write body tagged with ``id``; do not wait for its ack, but for answers
         to come off the wire while ``IN_FLIGHT_MAX`` frames await theirs."""
         connection = await self._open()
-        while self._broken is None and self._pending - len(self._answers) >= IN_FLIGHT_MAX:
+        while self._full():
             async with self._reading:
-                if self._pending - len(self._answers) < IN_FLIGHT_MAX:
-                    break  # another task received meanwhile
-                try:
-                    self._answers.append(await connection.recv())
-                except TRANSPORT_ERRORS as exc:
-                    self._broken = exc
-        if self._broken is not None:
-            raise unsent_error(self.url, self._broken, self._pending) from self._broken
+                if self._full():  # else another task received meanwhile
+                    try:
+                        self._answers.append(await connection.recv())
+                    except TRANSPORT_ERRORS as exc:
+                        self._broken = exc
+        self._check_sendable()
         try:
             await connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
@@ -163,17 +172,11 @@ class AsyncTableWriter(AsyncLazySocket):
 
     async def recv(self) -> dict[str, Any]:
         """The next answer: an ack dict, or the typed error of an error frame."""
-        if not self._pending:
-            if self._gone is not None:  # not "all answered": those answers never came
-                raise self._gone
-            raise RuntimeError(_NOTHING_PENDING)
+        self._check_receivable()
         connection = await self._open()
         async with self._reading:
-            if self._answers:
-                message = self._answers.popleft()
-            elif self._broken is not None:
-                raise self._lost(self._broken) from self._broken
-            else:
+            message = self._taken()
+            if message is None:
                 try:
                     message = await connection.recv()
                 except TRANSPORT_ERRORS as exc:
