@@ -152,12 +152,14 @@ def lost_error(url: str, exc: BaseException, unanswered: int) -> ConnectionFaile
 
 def unsent_error(url: str, exc: BaseException, unanswered: int) -> ConnectionFailed:
     """A writer's frame not sent, its connection lost, with ``unanswered`` frames sent
-    before it whose answers may have arrived (``recv()`` still reads those)."""
+    before it and not yet received, whose answers may have arrived (``recv()`` reads
+    those: some may be taken off the wire already, audit 103)."""
     if not unanswered:
         return closed_error(url, exc)
     return ConnectionFailed(
-        f"connection to {url} lost: {exc}; a frame could not be sent, and the {unanswered} "
-        "sent before it are unanswered (recv() reads the answers that came before it closed)"
+        f"connection to {url} lost: {exc}; a frame could not be sent, and of the {unanswered} "
+        "sent before it and not yet received, recv() reads the answers that came before it "
+        "closed"
     )
 
 

@@ -144,10 +144,9 @@ class ColumnBuilder:
             what = (f"unknown column(s) {unknown}" if unknown else "") + (
                 ("; " if unknown else "") + f"missing column(s) {missing}" if missing else ""
             )
+            at = f"{path}.{unknown[0] if unknown else missing[0]}"  # the first column at fault
             raise Invalid(
-                f"{path}: {what}; the columns are {list(self.names)}",
-                {"path": path},
-                "wrong_columns",
+                f"{at}: {what}; the columns are {list(self.names)}", {"path": at}, "wrong_columns"
             )
         self.rows.append(self._values(row))
         self.paths.append(path)

@@ -190,20 +190,13 @@ def _node(plan: Any, path: str) -> str:
         raise _fail(path, f"unknown node {op!r}; nodes are {sorted(NODE_FIELDS)}", "unknown_node")
     required, optional = NODE_FIELDS[op]
     # ``detail.path`` names the (first) field, as for a table's or load's body
+    at = member_path(plan, required, optional | {"op"}, path)  # the (first) field at fault
     missing = sorted(required - set(plan))
     if missing:
-        raise Invalid(
-            f"{path}: {op} needs field(s) {missing}",
-            {"path": f"{path}.{missing[0]}"},
-            "invalid_plan",
-        )
+        raise _fail(at, f"{op} needs field(s) {missing}")
     extra = sorted(set(plan) - required - optional - {"op"})
     if extra:
-        raise Invalid(
-            f"{path}: {op} has unknown field(s) {extra}",
-            {"path": f"{path}.{extra[0]}"},
-            "invalid_plan",
-        )
+        raise _fail(at, f"{op} has unknown field(s) {extra}")
     return str(op)
 
 

@@ -154,7 +154,7 @@ def test_a_writer_takes_answers_off_the_wire_beyond_its_frames_in_flight(
         writer.send({"updates": []}, id=0)
         writer.send({"updates": []}, id=1)
         writer.send({"updates": []}, id=2)  # takes ack 0 first
-        with pytest.raises(ConnectionFailed, match="the 3 sent before it are unanswered"):
+        with pytest.raises(ConnectionFailed, match="of the 3 sent before it and not yet received"):
             writer.send({"updates": []}, id=3)
         assert writer.recv() == acks[0]
         with pytest.raises(ConnectionFailed, match=r"2 frame\(s\) sent got no answer"):
@@ -228,7 +228,7 @@ def test_a_failed_send_leaves_the_answers_that_came_readable() -> None:
         writer.send({"updates": []}, id=1)
         with pytest.raises(ConnectionFailed) as caught:
             writer.send({"updates": []}, id=2)
-        assert "a frame could not be sent, and the 2 sent before it are unanswered" in (
+        assert "a frame could not be sent, and of the 2 sent before it and not yet received" in (
             caught.value.message
         )
         assert caught.value.__cause__ is closing
@@ -253,7 +253,9 @@ def test_async_failed_send_leaves_the_answers_that_came_readable() -> None:
     async def run() -> tuple[int, list[dict[str, Any]]]:
         async with async_client(Connector(stub)) as client, client.ws_writer("t") as writer:
             await writer.send({"updates": []}, id=0)
-            with pytest.raises(ConnectionFailed, match="the 1 sent before it are unanswered"):
+            with pytest.raises(
+                ConnectionFailed, match="of the 1 sent before it and not yet received"
+            ):
                 await writer.send({"updates": []}, id=1)
             pending = writer.pending
             return pending, [ack async for ack in writer]

@@ -3,6 +3,7 @@ the same storage, or the same error naming the same first bad value."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -89,6 +90,13 @@ def test_a_column_checked_whole_equals_value_by_value(ctype: ColumnType, data: A
 MIXED = Schema.of([("a", "int"), ("x", "float"), ("b", "bool"), ("s", "string")])
 
 
+def _first_wrong(row: dict, names: Sequence[str], path: str) -> str:
+    """The path of a row's first column at fault: unknown (in name order), else missing
+    (in the table's order)."""
+    unknown = sorted(set(row) - set(names))
+    return f"{path}.{unknown[0] if unknown else next(n for n in names if n not in row)}"
+
+
 def rows_one_by_one(rows: list[Any], interner: StringInterner) -> np.ndarray:
     """The rows checked in order, row by row and value by value, then stored."""
     for i, row in enumerate(rows):
@@ -96,7 +104,9 @@ def rows_one_by_one(rows: list[Any], interner: StringInterner) -> np.ndarray:
         if not isinstance(row, dict):
             raise Invalid("not an object", {"path": path}, "wrong_type")
         if set(row) != set(MIXED.names):
-            raise Invalid("wrong columns", {"path": path}, "wrong_columns")
+            raise Invalid(
+                "wrong columns", {"path": _first_wrong(row, MIXED.names, path)}, "wrong_columns"
+            )
         for name, t in zip(MIXED.names, MIXED.types, strict=True):
             check_value(row[name], t, f"{path}.{name}")
     return np.array(
@@ -276,11 +286,13 @@ def parse_in_order(updates: list[Any]) -> None:
                 raise Invalid("bad weight", {"path": f"{path}.weight"}, "invalid_update")
             row, row_path = u["data"], f"{path}.data"
         else:
-            raise Invalid("bad update", {"path": path}, "invalid_update")
+            extra = sorted(set(u) - {"insert", "delete", "upsert", "weight", "data", "time"})
+            where = f"{path}.{extra[0]}" if extra else path  # a misspelt field is named
+            raise Invalid("bad update", {"path": where}, "invalid_update")
         if not isinstance(row, dict):
             raise Invalid("not a row", {"path": row_path}, "wrong_type")
         if set(row) != set(names):
-            raise Invalid("columns", {"path": row_path}, "wrong_columns")
+            raise Invalid("columns", {"path": _first_wrong(row, names, row_path)}, "wrong_columns")
         for name, t in zip(names, ROWS_SHAPE.schema.types, strict=True):
             check_value(row[name], t, f"{row_path}.{name}")
         if "time" in u:

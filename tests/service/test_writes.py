@@ -371,6 +371,13 @@ def test_primary_key_semantics(client: httpx.Client, name: str) -> None:
             "bad_weight",
             "updates[0].weight",
         ),
+        # a column unknown or missing in a row is named (audit 103: the row)
+        (
+            {"updates": [{"insert": {"id": 5, "v": "x", "z": 1}}]},
+            "wrong_columns",
+            "updates[0].insert.z",
+        ),
+        ({"updates": [{"insert": {"id": 5}}]}, "wrong_columns", "updates[0].insert.v"),
         # a misspelt field is named (audit 100: the update)
         ({"updates": [{"inserts": {"id": 5, "v": "x"}}]}, "invalid_update", "updates[0].inserts"),
         (
