@@ -190,7 +190,7 @@ def _node(plan: Any, path: str) -> str:
         raise _fail(path, f"unknown node {op!r}; nodes are {sorted(NODE_FIELDS)}", "unknown_node")
     required, optional = NODE_FIELDS[op]
     # ``detail.path`` names the (first) field, as for a table's or load's body
-    at = member_path(plan, required, optional | {"op"}, path)  # the (first) field at fault
+    at = member_path(plan, required, optional | {"op"}, path)
     missing = sorted(required - set(plan))
     if missing:
         raise _fail(at, f"{op} needs field(s) {missing}")
