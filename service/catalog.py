@@ -139,21 +139,32 @@ class Catalog:
                 )
             pairs.append((c["name"], c["type"]))
         names = [p[0] for p in pairs]
-        if len(set(names)) != len(names):
-            raise Invalid("column names must be distinct", {"path": "columns"}, "bad_schema")
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                raise Invalid(
+                    f"columns[{i}].name {n!r} is taken by an earlier column",
+                    {"path": f"columns[{i}].name"},
+                    "bad_schema",
+                )
         schema = Schema.of(pairs)
         pk = spec.get("primary_key", [])  # left out: no primary key (null is no list)
         if not isinstance(pk, list) or not all(isinstance(k, str) for k in pk):
             raise Invalid(
                 "primary_key must be a list of column names", {"path": "primary_key"}, "bad_schema"
             )
-        for k in pk:
+        for i, k in enumerate(pk):
             if k not in names:
                 raise Invalid(
-                    f"primary_key names unknown column {k!r}", {"path": "primary_key"}, "bad_schema"
+                    f"primary_key[{i}] names unknown column {k!r}",
+                    {"path": f"primary_key[{i}]"},
+                    "bad_schema",
                 )
-        if len(set(pk)) != len(pk):
-            raise Invalid("primary_key repeats a column", {"path": "primary_key"}, "bad_schema")
+            if k in pk[:i]:
+                raise Invalid(
+                    f"primary_key[{i}] repeats column {k!r}",
+                    {"path": f"primary_key[{i}]"},
+                    "bad_schema",
+                )
         timing = spec.get("timing", "server")
         if timing not in ("server", "client"):
             raise Invalid('timing must be "server" or "client"', {"path": "timing"}, "bad_schema")

@@ -218,7 +218,8 @@ def _parse_columnar(
     if unknown or missing:
         raise Invalid(
             f"columns: unknown {unknown}, missing {missing}; the columns are {list(names)}",
-            {"path": "columns"},
+            # the first missing column (in the table's order), else the first unknown one
+            {"path": f"columns.{(missing or unknown)[0]}"},
             "wrong_columns",
         )
     n = None

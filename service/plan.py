@@ -185,7 +185,12 @@ def _fail(path: str, message: str, code: str = "invalid_plan") -> Invalid:
 def _node(plan: Any, path: str) -> str:
     if not isinstance(plan, dict):
         raise _fail(path, "a plan node must be an object with an 'op'")
-    op = plan.get("op")
+    # an unknown node's ``detail.path`` is the node's own, as API.md's example names nodes
+    if "op" not in plan:
+        raise _fail(
+            path, f"a plan node needs an 'op': one of {sorted(NODE_FIELDS)}", "unknown_node"
+        )
+    op = plan["op"]
     if not isinstance(op, str) or op not in NODE_FIELDS:
         raise _fail(path, f"unknown node {op!r}; nodes are {sorted(NODE_FIELDS)}", "unknown_node")
     required, optional = NODE_FIELDS[op]
@@ -212,9 +217,11 @@ def _engine(path: str, fn: Callable[[], Collection]) -> Collection:
 
 
 def _names(value: Any, path: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, list):
         raise _fail(path, "must be a list of column names")
     for i, v in enumerate(value):
+        if not isinstance(v, str):
+            raise _fail(f"{path}.{i}", "must be a column name (a string)")
         if v in value[:i]:
             raise _fail(f"{path}.{i}", f"column {v!r} is listed twice")
     return list(value)
@@ -383,10 +390,11 @@ def _compile_join(plan: dict, env: _Env, path: str) -> Collection:
     if how not in HOWS:
         raise _fail(f"{path}.how", f"must be one of {list(HOWS)}")
     on = plan["on"]
-    if not isinstance(on, list) or not all(
-        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in on
-    ):
+    if not isinstance(on, list):
         raise _fail(f"{path}.on", "must be a list of [left column, right column] pairs")
+    for i, p in enumerate(on):
+        if not (isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)):
+            raise _fail(f"{path}.on.{i}", "must be a [left column, right column] pair")
     lkeys, rkeys = [p[0] for p in on], [p[1] for p in on]
     columns = plan.get("columns")
     if "columns" in plan and how != "inner":
@@ -506,8 +514,12 @@ def _compile_iterate(plan: dict, env: _Env, path: str) -> Collection:
     vars_, body, result = plan["vars"], plan["body"], plan["result"]
     if not isinstance(vars_, dict) or not vars_:
         raise _fail(f"{path}.vars", "must be a non-empty object of {name: PLAN}")
-    if not isinstance(body, dict) or set(body) != set(vars_):
-        raise _fail(f"{path}.body", f"must define exactly the vars {sorted(vars_)}")
+    if not isinstance(body, dict):
+        raise _fail(f"{path}.body", f"must be an object defining the vars {sorted(vars_)}")
+    if set(body) != set(vars_):
+        # the first var without a body, else the first body for no var
+        odd = sorted(set(vars_) - set(body)) or sorted(set(body) - set(vars_))
+        raise _fail(f"{path}.body.{odd[0]}", f"must define exactly the vars {sorted(vars_)}")
     if not isinstance(result, str) or result not in vars_:
         raise _fail(f"{path}.result", f"must name one of the vars {sorted(vars_)}", "unknown_var")
     cap = None

@@ -163,6 +163,15 @@ def test_null_is_no_value_for_an_optional_field(client: httpx.Client, name: str)
     ):
         r = client.post("/v1/tables", json={"name": name, "columns": [*columns, column]})
         assert assert_error(r, 422, "bad_schema")["detail"] == {"path": path}
+    # a list's item at fault: that item (the list as a whole before)
+    two = [*columns, {"name": "y", "type": "int"}]
+    for body, path in (
+        ({"columns": [*two, {"name": "x", "type": "string"}]}, "columns[2].name"),
+        ({"columns": two, "primary_key": ["y", "z"]}, "primary_key[1]"),
+        ({"columns": two, "primary_key": ["y", "x", "y"]}, "primary_key[2]"),
+    ):
+        r = client.post("/v1/tables", json={"name": name, **body})
+        assert assert_error(r, 422, "bad_schema")["detail"] == {"path": path}
     assert_error(client.get(f"/v1/tables/{name}"), 404)
 
     make_table(client, name, [("x", "int")])
@@ -171,6 +180,10 @@ def test_null_is_no_value_for_an_optional_field(client: httpx.Client, name: str)
     assert assert_error(r, 422, "invalid_update")["detail"] == {"path": "diff"}
     r = client.post(updates, json={"columns": {"x": [1]}, "time": None})
     assert assert_error(r, 422, "invalid_update")["detail"] == {"path": "time"}
+    # a column missing, else one unknown: that column
+    for cols, path in (({"x": [1], "y": [2]}, "columns.y"), ({"y": [2]}, "columns.x")):
+        r = client.post(updates, json={"columns": cols})
+        assert assert_error(r, 422, "wrong_columns")["detail"] == {"path": path}
     assert client.get(f"/v1/tables/{name}").json()["rows"] == 0
 
     loads = f"/v1/tables/{name}/loads"

@@ -254,6 +254,7 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
     make_table(client, right, [("x", "int"), ("z", "string")])
     cases = [
         ({"op": "nope"}, "query"),
+        ({"name": name}, "query"),  # no op: the node, as for an unknown one
         ({"op": "table", "name": "missing"}, "query"),
         (
             {"op": "select", "input": {"op": "table", "name": name}, "columns": {"y": "zzz"}},
@@ -355,6 +356,45 @@ def test_plan_errors_name_their_path(client: httpx.Client, name: str) -> None:
             },
             "query.on.0",
         ),
+        # a list's item of the wrong shape, a var's body missing or extra: that item, that
+        # var (the list or body as a whole before)
+        (
+            {
+                "op": "join",
+                "left": {"op": "table", "name": name},
+                "right": {"op": "table", "name": name},
+                "on": [["x", "x"], ["s"]],
+            },
+            "query.on.1",
+        ),
+        (
+            {
+                "op": "distinct",
+                "input": {
+                    "op": "reduce",
+                    "input": {"op": "table", "name": name},
+                    "by": ["x", 3],
+                    "aggregates": {},
+                },
+            },
+            "query.input.by.1",
+        ),
+        *[
+            (
+                {
+                    "op": "iterate",
+                    "result": "a",
+                    "vars": {v: {"op": "table", "name": name} for v in vars_},
+                    "body": {v: {"op": "var", "name": "a"} for v in body},
+                },
+                want,
+            )
+            for vars_, body, want in [
+                ("ab", "a", "query.body.b"),
+                ("a", "ab", "query.body.b"),
+                ("ac", "ab", "query.body.c"),
+            ]
+        ],
         # a join's output expressions: the output column, then within it (audit 87: the
         # output column was left out, or the path was the join's columns as a whole)
         *[
