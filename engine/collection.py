@@ -9,13 +9,14 @@ belongs to an enclosing scope is entered automatically.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from functools import partial, wraps
+from typing import Concatenate, ParamSpec, TypeVar
 
 from engine.errors import ExpressionError, GraphError, SchemaError
 from engine.expr import Bound, Expr, Path, col, lit
 from engine.lattice import Antichain
 from engine.operators.arrange import Arrange, AsCollection
-from engine.operators.base import Operator, Scope
+from engine.operators.base import Operator, Scope, undo_on_error
 from engine.operators.capture import Capture
 from engine.operators.iterate import (
     DEFAULT_ROUND_LIMIT,
@@ -45,6 +46,24 @@ __all__ = ["Arrangement", "Collection", "iterate"]
 
 ExprLike = Expr | str | int | float | bool
 AGGREGATES = ("count", "sum", "min", "max", "count_distinct")
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_S = TypeVar("_S", "Collection", "Arrangement")
+
+
+def _all_or_nothing(
+    method: Callable[Concatenate[_S, _P], _R],
+) -> Callable[Concatenate[_S, _P], _R]:
+    """A build method that raises leaves the graph as it was (``undo_on_error``)."""
+
+    @wraps(method)
+    def build(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with undo_on_error(self.scope):
+            return method(self, *args, **kwargs)
+
+    return build
 
 
 def _expr(e: ExprLike) -> Expr:
@@ -105,6 +124,7 @@ class Collection:
         return Collection(_enter_chain(self.op, scope))
 
     # -- record-at-a-time -----------------------------------------------------------------
+    @_all_or_nothing
     def select(
         self, columns: Mapping[str, ExprLike] | None = None, **named: ExprLike
     ) -> Collection:
@@ -114,29 +134,41 @@ class Collection:
         schema = Schema.of([(name, b.type) for name, b in zip(spec, bound, strict=True)])
         return Collection(Map(self.scope, self.op, bound, schema))
 
+    @_all_or_nothing
     def filter(self, predicate: ExprLike) -> Collection:
+        if isinstance(predicate, bool):  # ``col("a") != col("b")`` compares the objects
+            raise SchemaError(
+                f"filter got the Python bool {predicate}: write a.eq(b) / a.ne(b) for "
+                "expressions (== and != compare them as objects), or lit(True)"
+            )
         return Collection(Filter(self.scope, self.op, self.bind(predicate)))
 
+    @_all_or_nothing
     def flat_map(self, as_name: str, start: ExprLike, stop: ExprLike) -> Collection:
         return Collection(FlatMap(self.scope, self.op, self.bind(start), self.bind(stop), as_name))
 
+    @_all_or_nothing
     def concat(self, *others: Collection) -> Collection:
         scope = _deepest([self.scope, *(o.scope for o in others)])
         ops = [c._in(scope).op for c in (self, *others)]
         return Collection(Concat(scope, ops))
 
+    @_all_or_nothing
     def negate(self) -> Collection:
         return Collection(Negate(self.scope, self.op))
 
+    @_all_or_nothing
     def consolidate(self) -> Collection:
         """The same collection with each batch's equal (row, time) updates summed."""
         return Collection(Consolidate(self.scope, self.op))
 
+    @_all_or_nothing
     def capture(self) -> Capture:
         """Record this collection's updates (see :meth:`Capture.drain`)."""
         return Capture(self.scope, self.op)
 
     # -- arrangements -------------------------------------------------------------------
+    @_all_or_nothing
     def arrange_by_key(self, keys: Sequence[str], name: str = "") -> Arrangement:
         """This collection arranged by ``keys``: the output of an operator that keeps it
         arranged so already (a reduce's, by its groups) is that arrangement, unless a
@@ -151,6 +183,7 @@ class Collection:
             return Arrangement(op)
         return self._arranged(idx, f"arrange by [{', '.join(keys)}]")
 
+    @_all_or_nothing
     def arrange_by_self(self, name: str = "") -> Arrangement:
         idx = list(range(len(self.schema)))
         if name:
@@ -167,6 +200,7 @@ class Collection:
         return Arrangement(arranged)
 
     # -- joins ----------------------------------------------------------------------------
+    @_all_or_nothing
     def join(
         self,
         other: Collection | Arrangement,
@@ -211,11 +245,13 @@ class Collection:
         semi = Collection(Join(scope, left.op, present, outputs, left_c.schema))
         return left_c.concat(semi.negate()) if anti else semi
 
+    @_all_or_nothing
     def semijoin(
         self, other: Collection | Arrangement, on: Sequence[tuple[str, str]]
     ) -> Collection:
         return self.join(other, on, how="semi")
 
+    @_all_or_nothing
     def antijoin(
         self, other: Collection | Arrangement, on: Sequence[tuple[str, str]]
     ) -> Collection:
@@ -225,6 +261,7 @@ class Collection:
         return self._in(scope).arrange_by_key(keys)
 
     # -- reductions ---------------------------------------------------------------------
+    @_all_or_nothing
     def reduce(
         self, by: Sequence[str], aggregates: Mapping[str, tuple[str, ExprLike | None]]
     ) -> Collection:
@@ -232,6 +269,7 @@ class Collection:
         count_distinct (``expr`` None for count)."""
         return Collection(self.reduce_arranged(by, aggregates).op)
 
+    @_all_or_nothing
     def reduce_arranged(
         self, by: Sequence[str], aggregates: Mapping[str, tuple[str, ExprLike | None]]
     ) -> Arrangement:
@@ -269,15 +307,19 @@ class Collection:
             Reduce(self.scope, arranged.op, AggregateKernel(specs), schema, layout, "reduce")
         )
 
+    @_all_or_nothing
     def count(self, by: Sequence[str], name: str = "count") -> Collection:
         return self.reduce(by, {name: ("count", None)})
 
+    @_all_or_nothing
     def distinct(self) -> Collection:
         return Collection(self.distinct_arranged().op)
 
+    @_all_or_nothing
     def distinct_arranged(self) -> Arrangement:
         return self._reduce_self(DistinctKernel(), "distinct")
 
+    @_all_or_nothing
     def threshold(self, at_least: int) -> Collection:
         return Collection(self._reduce_self(ThresholdKernel(at_least), "threshold").op)
 
@@ -286,9 +328,13 @@ class Collection:
         layout = Layout.by_self(len(self.schema))
         return Arrangement(Reduce(self.scope, arranged.op, kernel, self.schema, layout, name))
 
+    @_all_or_nothing
     def top_k(self, by: Sequence[str], order_by: Sequence[tuple[str, bool]], k: int) -> Collection:
         """The first ``k`` rows of each group by ``order_by`` (column, descending), ties
-        broken by the remaining columns ascending; output rows are input rows."""
+        broken by the remaining columns ascending; output rows are input rows (a row of
+        count 2 is two of the ``k``)."""
+        if k < 0:
+            raise SchemaError(f"top_k needs k >= 0, not {k}")
         arranged = self.arrange_by_key(by)
         layout = arranged.op.layout
         val_types = [self.schema.columns[i].type for i in layout.val_cols]
@@ -301,6 +347,7 @@ class Collection:
         kernel = TopKKernel(k, order, val_types)
         return Collection(Reduce(self.scope, arranged.op, kernel, self.schema, layout, "top_k"))
 
+    @_all_or_nothing
     def reduce_with(
         self,
         by: Sequence[str],
@@ -310,8 +357,8 @@ class Collection:
         """The slow, general path: ``fn(key, [(values, count), ...]) -> [(out, mult), ...]``
         on storage values (ints; strings as ids; floats as bits)."""
         arranged = self.arrange_by_key(by)
-        out_types = [ColumnType(t) for _, t in columns]
         schema = Schema.of([*((b, self.schema.type_of(b)) for b in by), *columns])
+        out_types = list(schema.types[len(by) :])
         layout = Layout.by_key(len(schema), range(len(by)))
         return Collection(
             Reduce(
@@ -320,6 +367,7 @@ class Collection:
         )
 
     # -- iteration ----------------------------------------------------------------------
+    @_all_or_nothing
     def iterate(
         self, body: Callable[[Collection], Collection], max_iterations: int | None = None
     ) -> Collection:
@@ -347,6 +395,7 @@ class Arrangement:
     def key_columns(self) -> list[str]:
         return [self.schema.columns[i].name for i in self.op.layout.key_cols]
 
+    @_all_or_nothing
     def as_collection(self, hydrate_since: Antichain | None = None) -> Collection:
         """The arranged updates as a collection: from the whole current content if the
         arrangement already holds data (this is how a dataflow built later starts), advanced
@@ -360,6 +409,7 @@ class Arrangement:
             return self
         return self.as_collection()._arranged_by(keys, scope)
 
+    @_all_or_nothing
     def join(self, right: Arrangement, columns: Mapping[str, ExprLike] | None = None) -> Collection:
         left = self
         lschema, rschema = left.schema, right.schema
@@ -447,6 +497,20 @@ def iterate(
     in its errors (a plan's path to it), so that one of several nested loops can be told."""
     if not initial:
         raise SchemaError("iterate needs at least one variable")
+    if max_iterations is not None and max_iterations < 0:
+        raise SchemaError(f"max_iterations must be None or >= 0, not {max_iterations}")
+    with undo_on_error(next(iter(initial.values())).scope):
+        return _iterate(initial, body, max_iterations, round_limit, within, label)
+
+
+def _iterate(
+    initial: Mapping[str, Collection],
+    body: Callable[[Mapping[str, Collection]], Mapping[str, Collection]],
+    max_iterations: int | None,
+    round_limit: int,
+    within: Scope | None,
+    label: str | None,
+) -> dict[str, Collection]:
     parent = _deepest(
         [c.scope for c in initial.values()] + ([within] if within is not None else [])
     )
@@ -460,9 +524,11 @@ def iterate(
         assert isinstance(enter, Enter)
         variables[name] = Variable(inner, enter, name)
     results = body({n: Collection(v) for n, v in variables.items()})
-    if set(results) != set(variables):
+    if not isinstance(results, Mapping) or set(results) != set(variables):
         raise SchemaError(f"iterate body must define exactly the variables {sorted(variables)}")
     for name, res in results.items():
+        if not isinstance(res, Collection):
+            raise SchemaError(f"iterate body of {name!r} must be a Collection, not {res!r}")
         v = variables[name]
         r = res._in(inner)
         if r.schema.types != v.schema.types:

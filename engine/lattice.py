@@ -40,13 +40,24 @@ NO_TIME = int(np.iinfo(np.int64).max)
 
 
 def as_times(values: object, dims: int) -> np.ndarray:
-    """Coerce a time, a list of times, or an array into a ``(dims, n)`` int64 array."""
-    arr = np.asarray(values, dtype=np.int64)
+    """A time, a list of times, or an array as a ``(dims, n)`` int64 array; anything but
+    integers below 2**63 is a :class:`TimeError`."""
+    try:
+        raw = np.asarray(values)
+    except ValueError as exc:  # ragged lists
+        raise TimeError(f"times must be integers, or lists of {dims} integers: {exc}") from exc
+    if raw.size and raw.dtype.kind not in "iu":
+        raise TimeError(f"times must be integers, not {raw.dtype} values such as {raw.flat[0]!r}")
+    if raw.dtype.kind == "u" and raw.size and int(raw.max()) > NO_TIME:
+        raise TimeError("times must be below 2**63")
+    arr = raw.astype(np.int64)
     if arr.ndim == 0:
         arr = arr.reshape(1, 1)
     elif arr.ndim == 1:
+        if dims > 1 and arr.size != dims:
+            raise TimeError(f"a time here is a list of {dims} integers, not of {arr.size}")
         arr = arr.reshape(1, -1) if dims == 1 else arr.reshape(dims, 1)
-    if arr.shape[0] != dims:
+    if arr.ndim != 2 or arr.shape[0] != dims:
         raise TimeError(f"expected times with {dims} coordinate(s), got shape {arr.shape}")
     if arr.size and int(arr.min()) < 0:
         raise TimeError("times are non-negative integers")

@@ -48,7 +48,7 @@ class Schema:
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[str, ColumnType | str]]) -> Schema:
-        cols = tuple(Column(name, ColumnType(t)) for name, t in pairs)
+        cols = tuple(Column(name, _column_type(t)) for name, t in pairs)
         names = [c.name for c in cols]
         if len(set(names)) != len(names):
             raise SchemaError(f"duplicate column names in {names}")
@@ -82,6 +82,15 @@ class Schema:
 
     def concat(self, other: Schema) -> Schema:
         return Schema.of([(c.name, c.type) for c in (*self.columns, *other.columns)])
+
+
+def _column_type(t: ColumnType | str) -> ColumnType:
+    try:
+        return ColumnType(t)
+    except ValueError:
+        raise SchemaError(
+            f"unknown column type {t!r}; types are {[c.value for c in ColumnType]}"
+        ) from None
 
 
 def encode(values: np.ndarray, ctype: ColumnType) -> np.ndarray:

@@ -12,7 +12,9 @@ holds data start from its whole content (that is how a dataflow built later hydr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -25,7 +27,7 @@ from engine.progress import earliest_ready_round, meet_all
 from engine.schema import Schema
 from engine.trace import Layout, Spine, TraceBatch, TraceReader
 
-__all__ = ["Arranged", "ArrangementReader", "BuiltKey", "Operator", "Scope"]
+__all__ = ["Arranged", "ArrangementReader", "BuiltKey", "Operator", "Scope", "undo_on_error"]
 
 
 BuiltKey = tuple[str, int, tuple[int, ...]]  # see Scope.once
@@ -57,6 +59,9 @@ class Scope:
         # the root scope during ``Graph.step(pause)``: called between operators and at the
         # start of every loop round
         self.pause: Callable[[], None] | None = None
+        # the root scope during ``undo_on_error``: how to undo what the build call has
+        # added so far, in every scope (operators, ``once`` entries)
+        self.journal: list[Callable[[], object]] | None = None
 
     @property
     def root(self) -> Scope:
@@ -79,14 +84,48 @@ class Scope:
         if op is None:
             offered = self.provide(key) if self.provide is not None else None
             op = built[key] = offered if offered is not None else make()
+            self._journal(partial(built.pop, key, None))
         return op
 
     def add(self, op: Operator) -> None:
         self.operators.append(op)
+        self._journal(lambda: self._undo_add(op))
+
+    def _undo_add(self, op: Operator) -> None:
+        if not op.dropped:  # a loop's release has released its inner operators
+            op.release()
+        self.operators = [o for o in self.operators if o is not op]
+
+    def _journal(self, undo: Callable[[], object]) -> None:
+        journal = self.root.journal
+        if journal is not None:
+            journal.append(undo)
 
     def remove(self, ops: Sequence[Operator]) -> None:
         drop = {id(o) for o in ops}
         self.operators = [o for o in self.operators if id(o) not in drop]
+
+
+@contextmanager
+def undo_on_error(scope: Scope) -> Iterator[None]:
+    """A build call is all or nothing: where it raises, the operators it added (in any
+    scope) are released and removed, and what it kept for sharing is forgotten, so the
+    graph steps as before. Nested calls are undone by the outermost."""
+    root = scope.root
+    if root.journal is not None:
+        yield
+        return
+    journal: list[Callable[[], object]] = []
+    root.journal = journal
+    try:
+        yield
+    except BaseException:
+        root.journal = None
+        for undo in reversed(journal):
+            undo()
+        raise
+    finally:
+        root.journal = None
 
 
 class Operator:

@@ -14,7 +14,7 @@ from engine.batch import UpdateBatch
 from engine.errors import SchemaError, TimeError
 from engine.lattice import NO_TIME, Antichain, as_times, time_tuples
 from engine.operators.base import Operator, Scope
-from engine.schema import ColumnType, Schema, encode
+from engine.schema import Column, ColumnType, Schema, encode
 
 __all__ = ["InputHandle", "InputOp"]
 
@@ -90,31 +90,61 @@ class InputHandle:
         times: object,
         diffs: object = 1,
     ) -> None:
-        """Typed columns (int64 / float64 / bool / string ids), times, diffs (scalar or array)."""
+        """Typed columns (int64 / float64 / bool / string ids), times (one for all rows or
+        one per row), diffs (a scalar or one per row). Values of another kind (floats for an
+        int column, ids the graph's interner never gave) are a :class:`SchemaError`, times
+        that are no integers a :class:`TimeError`; nothing is sent then."""
         if len(columns) != self.op.ncols:
             raise SchemaError(f"expected {self.op.ncols} column(s), got {len(columns)}")
-        n = len(columns[0]) if columns else np.asarray(diffs).size
+        arrays = [_values(c, col) for c, col in zip(columns, self.op.schema.columns, strict=True)]
+        d = _values(diffs, None)
+        n = len(arrays[0]) if arrays else d.size
+        for a, c in zip(arrays, self.op.schema.columns, strict=True):
+            if a.shape != (n,):
+                raise SchemaError(f"column {c.name!r} has {a.size} value(s), not {n}")
         data = np.empty((self.op.ncols, n), dtype=np.int64)
-        for j, (c, t) in enumerate(zip(columns, self.op.schema.types, strict=True)):
-            data[j] = encode(np.asarray(c), t)
+        for j, (a, t) in enumerate(zip(arrays, self.op.schema.types, strict=True)):
+            if t is ColumnType.STRING:
+                self._check_ids(a, self.op.schema.columns[j].name)
+            data[j] = encode(a, t)
         t_arr = as_times(times, self.dims)
         if t_arr.shape[1] == 1 and n != 1:
             t_arr = np.repeat(t_arr, n, axis=1)
-        d = np.asarray(diffs, dtype=np.int64)
-        d = np.full(n, d, dtype=np.int64) if d.ndim == 0 else np.broadcast_to(d, (n,)).copy()
-        self.send(UpdateBatch.build(data, t_arr, d))
+        if t_arr.shape[1] != n:
+            raise TimeError(f"{t_arr.shape[1]} times for {n} row(s): give one, or one per row")
+        if d.ndim == 0:
+            d = np.full(n, d, dtype=np.int64)
+        elif d.shape != (n,):
+            raise SchemaError(f"{d.size} diffs for {n} row(s): give one, or one per row")
+        self.send(UpdateBatch.build(data, t_arr, d.astype(np.int64)))
+
+    def _check_ids(self, ids: np.ndarray, name: str) -> None:
+        interner = self.op.scope.root.interner
+        known = len(interner) if interner is not None else 0
+        if ids.size and not (int(ids.min()) >= 0 and int(ids.max()) < known):
+            raise SchemaError(
+                f"column {name!r} holds string ids the graph's interner never gave "
+                f"(it has {known}); send_rows interns strings"
+            )
 
     def send_rows(self, rows: Sequence[tuple], time: object, diff: int = 1) -> None:
         """Rows of Python values (strings are interned here) at one time."""
+        ncols = self.op.ncols
+        for i, r in enumerate(rows):
+            if not isinstance(r, (tuple, list)) or len(r) != ncols:
+                raise SchemaError(f"row {i} must be a tuple of {ncols} value(s), not {r!r}")
         cols: list[np.ndarray] = []
         interner = self.op.scope.root.interner
-        for j, t in enumerate(self.op.schema.types):
+        for j, c in enumerate(self.op.schema.columns):
             values = [r[j] for r in rows]
-            if t is ColumnType.STRING:
+            if c.type is ColumnType.STRING:
+                for i, v in enumerate(values):
+                    if not isinstance(v, str):
+                        raise SchemaError(f"row {i}: column {c.name!r} is a string, not {v!r}")
                 assert interner is not None
                 cols.append(interner.intern_many(values))
             else:
-                cols.append(np.asarray(values))
+                cols.append(_values(values, c))
         self.send_columns(cols, time, diff)
 
     def advance_to(self, frontier: Antichain | object) -> None:
@@ -130,10 +160,48 @@ class InputHandle:
         self.op.handle_frontier = Antichain.closed(self.dims)
 
 
+# what each column type takes, by numpy dtype kind (string columns: interned ids)
+_KINDS = {
+    ColumnType.INT: "iu",
+    ColumnType.FLOAT: "iuf",
+    ColumnType.BOOL: "b",
+    ColumnType.STRING: "iu",
+}
+
+
+def _values(values: object, column: Column | None) -> np.ndarray:
+    """``values`` as an array of the kind ``column`` takes (None: diffs, integers)."""
+    what = f"column {column.name!r}" if column is not None else "diffs"
+    try:
+        arr = np.asarray(values)
+    except ValueError as exc:  # ragged lists
+        raise SchemaError(f"{what}: {exc}") from exc
+    kinds = _KINDS[column.type] if column is not None else "iu"
+    if arr.size and arr.dtype.kind not in kinds:
+        want = column.type.value if column is not None else "int"
+        verb = "takes" if column is not None else "take"
+        raise SchemaError(f"{what} {verb} {want} values, not {arr.dtype} such as {arr.flat[0]!r}")
+    if arr.ndim > 1:
+        raise SchemaError(f"{what}: values must be one-dimensional, not of shape {arr.shape}")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > NO_TIME:
+        raise SchemaError(f"{what}: values must fit in 64-bit signed integers")
+    return arr
+
+
 def _frontier(value: object, dims: int) -> Antichain:
-    if isinstance(value, int):
-        return Antichain([(value,)], dims)
-    items = list(value)  # type: ignore[call-overload]
-    if dims > 1 and items and isinstance(items[0], int):
+    """A frontier given as a time, a list of times, or (``dims`` > 1) one time's list."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if dims > 1 and items and not isinstance(items[0], (list, tuple)):
         items = [tuple(items)]
-    return Antichain([(i,) if isinstance(i, int) else tuple(i) for i in items], dims)
+    times = []
+    for i in items:
+        t = tuple(i) if isinstance(i, (list, tuple)) else (i,)
+        if len(t) != dims or not all(
+            isinstance(x, (int, np.integer)) and not isinstance(x, bool) and 0 <= x <= NO_TIME
+            for x in t
+        ):
+            raise TimeError(
+                f"a frontier's times are {dims} integer(s) from 0 to 2**63 - 1, not {i!r}"
+            )
+        times.append(tuple(int(x) for x in t))
+    return Antichain(times, dims)

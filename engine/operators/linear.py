@@ -34,9 +34,9 @@ class Map(Operator):
     def __init__(
         self, scope: Scope, input: Operator, exprs: Sequence[Bound], schema: Schema
     ) -> None:
-        super().__init__(scope, [input], schema)
         if len(exprs) != len(schema):
             raise SchemaError("select needs one expression per output column")
+        super().__init__(scope, [input], schema)
         self.exprs = list(exprs)
         # a projection (every output a plain input column) is one take
         plain = all(e.column is not None for e in self.exprs)
@@ -65,9 +65,9 @@ class Filter(Operator):
     name = "filter"
 
     def __init__(self, scope: Scope, input: Operator, predicate: Bound) -> None:
-        super().__init__(scope, [input], input.schema)
         if predicate.type is not ColumnType.BOOL:
             raise SchemaError(f"filter needs a bool expression, got {predicate.type.value}")
+        super().__init__(scope, [input], input.schema)
         self.predicate = predicate
 
     def run(self) -> None:

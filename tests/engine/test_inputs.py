@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
 from engine import Graph
 from engine.errors import SchemaError, TimeError
+from engine.operators.input import InputHandle
 
 
 def test_a_batch_with_a_time_before_the_frontier_is_rejected_whole() -> None:
@@ -32,9 +35,9 @@ def test_a_batch_with_a_time_before_the_frontier_is_rejected_whole() -> None:
 def test_diffs_and_times_must_match_the_rows() -> None:
     g = Graph()
     h, _ = g.new_input([("a", "int")], name="t")
-    with pytest.raises(ValueError):
+    with pytest.raises(SchemaError, match="3 diffs for 2 row"):
         h.send_columns([np.array([1, 2])], 0, np.array([1, 1, 1]))
-    with pytest.raises(SchemaError):
+    with pytest.raises(TimeError, match="3 times for 2 row"):
         h.send_columns([np.array([1, 2])], np.array([0, 1, 2]), 1)
     assert h.op.buffer == []
 
@@ -52,3 +55,55 @@ def test_an_update_at_the_time_kept_for_no_time_is_refused() -> None:
     g.step()
     b = out.drain()
     assert b.data.tolist() == [[1]] and b.times.tolist() == [[2**63 - 2]]
+
+
+@pytest.mark.parametrize(
+    ("send", "error", "match"),
+    [
+        # rows of the wrong length or kind: refused, not cut or padded (audit 107)
+        (lambda h: h.send_rows([(1, 2, 3)], 1), SchemaError, "row 0 must be a tuple of 2"),
+        (lambda h: h.send_rows([(1,)], 1), SchemaError, "row 0"),
+        (lambda h: h.send_rows([{"a": 1, "s": "x"}], 1), SchemaError, "row 0"),
+        # values of another kind: refused, not truncated or parsed
+        (lambda h: h.send_rows([(2.7, "x")], 1), SchemaError, "'a' takes int values"),
+        (lambda h: h.send_rows([("5", "x")], 1), SchemaError, "'a' takes int values"),
+        (lambda h: h.send_rows([(None, "x")], 1), SchemaError, "'a' takes int values"),
+        (lambda h: h.send_rows([(2**64, "x")], 1), SchemaError, "'a' takes int values"),
+        (lambda h: h.send_rows([(1, 1)], 1), SchemaError, "'s' is a string"),
+        (lambda h: h.send_columns([[1, 2], [0]], 1), SchemaError, "'s' has 1 value"),
+        (lambda h: h.send_columns([[1], [10**6]], 1), SchemaError, "interner never gave"),
+        # diffs and times that are no integers
+        (lambda h: h.send_rows([(1, "x")], 1, diff=0.5), SchemaError, "diffs take int"),
+        (lambda h: h.send_rows([(1, "x")], 1.5), TimeError, "times must be integers"),
+        (lambda h: h.send_rows([(1, "x")], "3"), TimeError, "times must be integers"),
+        (lambda h: h.send_rows([(1, "x")], 2**64), TimeError, "times must be integers"),
+        (lambda h: h.send_rows([(1, "x")], [1, 2]), TimeError, "2 times for 1 row"),
+        (lambda h: h.advance_to(1.5), TimeError, "a frontier's times"),
+    ],
+)
+def test_a_batch_of_the_wrong_kind_is_refused_and_nothing_sent(
+    send: Callable[[InputHandle], None], error: type[Exception], match: str
+) -> None:
+    g = Graph()
+    h, c = g.new_input([("a", "int"), ("s", "string")])
+    out = c.capture()
+    with pytest.raises(error, match=match):
+        send(h)
+    h.send_rows([(7, "y")], 1)
+    h.advance_to(2)
+    g.step()
+    assert out.drain().data.shape == (2, 1)  # the good batch alone
+
+
+def test_a_bool_column_takes_bools_and_a_float_column_ints() -> None:
+    g = Graph()
+    h, c = g.new_input([("b", "bool"), ("f", "float")])
+    out = c.distinct().capture()
+    with pytest.raises(SchemaError, match="'b' takes bool values"):
+        h.send_rows([(5, 1.0)], 0)
+    h.send_rows([(True, 1), (True, 1.0)], 0)  # one row: the int is the same float
+    h.advance_to(1)
+    g.step()
+    assert out.drain().diffs.tolist() == [1]
+    with pytest.raises(SchemaError, match="unknown column type 'text'"):
+        g.new_input([("x", "text")])
