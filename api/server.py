@@ -11,11 +11,14 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -130,7 +133,8 @@ class _Server(uvicorn.Server):
             for sock in server.sockets:
                 port = sock.getsockname()[1]
                 break
-        print(f"difflow listening on http://{host}:{port}", flush=True)
+        shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as URLs write it
+        print(f"difflow listening on http://{shown}:{port}", flush=True)
 
 
 async def _close_writer(writer: Unanswered, flushed: float) -> None:
@@ -161,6 +165,23 @@ def configure_logging() -> None:
         logging.getLogger(ours).setLevel(logging.INFO)
 
 
+def _make_data_dir(path: Path) -> None:
+    """The data directory, made now: one the server cannot use stops it before it starts,
+    rather than failing the first load."""
+    try:
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(20, "it is a file, not a directory")
+        path.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.mkdtemp(prefix=".difflow-probe-", dir=path)
+        os.rmdir(probe)
+    except OSError as exc:
+        raise SettingsError(
+            f"--data-dir / DIFFLOW_DATA_DIR: cannot use {str(path)!r} as a directory: "
+            f"{exc.strerror or exc}",
+            {"setting": "data_dir"},
+        ) from None
+
+
 def main(
     host: str | None = None,
     port: int | str | None = None,
@@ -188,6 +209,7 @@ def main(
             warmup=warmup,
         )
         SparkSettings.from_env()  # its variables are checked now, not at the first load
+        _make_data_dir(settings.data_dir)
     except (SettingsError, LoadError) as exc:
         print(f"difflow: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -54,6 +54,10 @@ logger.gateway.level = {level}
 """
 
 
+# log4j's levels, for the Spark driver's log (``DIFFLOW_SPARK_LOG_LEVEL``)
+LOG_LEVELS = ("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE", "ALL")
+
+
 @dataclass(frozen=True)
 class SparkSettings:
     """Where Spark runs and how it is configured; ``from_env`` reads ``DIFFLOW_*``."""
@@ -68,12 +72,18 @@ class SparkSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SparkSettings:
         env = os.environ if environ is None else environ
         data_dir = env.get("DIFFLOW_DATA_DIR")
+        level = (env.get("DIFFLOW_SPARK_LOG_LEVEL") or "ERROR").upper()
+        if level not in LOG_LEVELS:
+            raise LoadError(
+                f"DIFFLOW_SPARK_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}",
+                code="spark_unavailable",
+            )
         return cls(
             master=env.get("DIFFLOW_SPARK_MASTER") or "local[*]",
             remote=env.get("DIFFLOW_SPARK_REMOTE") or None,
             conf=parse_spark_conf(env.get("DIFFLOW_SPARK_CONF", "")),
             data_dir=Path(data_dir) if data_dir else None,
-            log_level=(env.get("DIFFLOW_SPARK_LOG_LEVEL") or "ERROR").upper(),
+            log_level=level,
         )
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import httpx
 import pytest
 
 from service.errors import SettingsError
 from service.settings import Settings
-from tests.service.server import ROOT
+from tests.service.server import ROOT, running_server
 
 
 @pytest.mark.parametrize(
@@ -109,6 +111,12 @@ def test_a_flag_as_typed_is_parsed_as_its_variable(monkeypatch: pytest.MonkeyPat
             "DIFFLOW_SPARK_CONF: 'garbage' is not of the form key=value; write it as k=v,k=v "
             "or as a JSON object",
         ),
+        (  # checked at start, not at the first load (audit 106: spark_unavailable after 15 s)
+            [],
+            {"DIFFLOW_SPARK_LOG_LEVEL": "loud"},
+            "DIFFLOW_SPARK_LOG_LEVEL must be one of OFF, FATAL, ERROR, WARN, INFO, DEBUG, "
+            "TRACE, ALL, not 'LOUD'",
+        ),
     ],
 )
 def test_the_server_exits_with_one_line(
@@ -126,6 +134,32 @@ def test_the_server_exits_with_one_line(
     assert run.returncode == 2, run
     assert run.stderr.strip().splitlines() == [f"difflow: {line}"]
     assert "listening" not in run.stdout
+
+
+@pytest.mark.parametrize("command", [["api.server"], ["clients.cli", "serve"]])
+def test_a_data_dir_the_server_cannot_use_stops_it_at_start(
+    command: list[str], tmp_path: Path
+) -> None:
+    """Audit 106: a file as the data dir was taken, and the first load then failed as
+    ``internal``."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for where, why in ((afile, "it is a file"), (afile / "sub", "Not a directory")):
+        run = subprocess.run(
+            [sys.executable, "-m", *command, "--port", "0", "--no-warmup", "--data-dir", where],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 2, run
+        assert run.stderr.strip().splitlines() == [
+            f"difflow: --data-dir / DIFFLOW_DATA_DIR: cannot use {str(where)!r} as a "
+            f"directory: {why}" + (", not a directory" if why == "it is a file" else "")
+        ]
+    made = tmp_path / "a" / "b"  # a path that can be made is made at start
+    with running_server(made):
+        assert made.is_dir()
 
 
 def test_a_bad_warmup_variable_is_one_line_too() -> None:
@@ -187,3 +221,10 @@ def test_the_log_keeps_ours_at_info_and_others_at_warning() -> None:
         "INFO service.spark.session ours too",
         "WARNING py4j.clientserver a warning",
     ], lines
+
+
+def test_an_ipv6_host_is_printed_as_a_url(tmp_path: Path) -> None:
+    """Audit 106: ``http://::1:PORT`` was printed, which no client takes as a URL."""
+    with running_server(tmp_path, host="::1") as server:
+        assert server.url.startswith("http://[::1]:")
+        assert httpx.get(f"{server.url}/healthz", timeout=60).json() == {"status": "ok"}
