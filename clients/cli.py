@@ -235,6 +235,11 @@ def subscribe(
         with client_of(ctx).subscribe(view, snapshot=snapshot, progress=progress) as frames:
             for frame in frames:
                 typer.echo(json_text(frame))
+                if frame.get("type") == "closed" and str(frame.get("reason", "")).startswith(
+                    f"view {view!r} failed"
+                ):
+                    typer.echo(f"error: {frame['reason']}", err=True)
+                    raise typer.Exit(1)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     except BrokenPipeError:  # the reader has gone (``| head -1``): a normal end, at the

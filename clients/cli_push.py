@@ -69,11 +69,13 @@ class PushStats:
     rows: int = 0
     pending: list[str] = field(default_factory=list)  # tokens of writes answered pending
     latencies_ms: list[float] = field(default_factory=list)
+    failed_views: dict[str, str] = field(default_factory=dict)  # view -> why, as answered
     started: float = field(default_factory=time.perf_counter)
 
     def record(self, answer: Mapping[str, Any], size: int) -> None:
         self.writes += 1
         self.rows += size
+        self.failed_views.update(answer.get("failed_views") or {})
         if "latency_ms" in answer:
             self.latencies_ms.append(float(answer["latency_ms"]))
         if answer.get("status") == "pending":
@@ -85,6 +87,7 @@ class PushStats:
             return False
         if "latency_ms" in completion:
             self.latencies_ms.append(float(completion["latency_ms"]))
+        self.failed_views.update(completion.get("failed_views") or {})
         return True
 
     def summary(self, table: str, unit: str) -> str:
@@ -167,6 +170,10 @@ def push(
         if frontier is not None:  # moving the frontier may have finished pending writes
             stats.pending = [t for t in stats.pending if not stats.finished(client.completion(t))]
     typer.echo(stats.summary(table, "frame" if ws else "request"))
+    if stats.failed_views:  # the rows were written, but views reading them failed
+        for view, why in stats.failed_views.items():
+            typer.echo(f"error: view {view} failed: {why}", err=True)
+        raise typer.Exit(1)
 
 
 def _before(stats: PushStats) -> str:

@@ -111,13 +111,14 @@ def tables_table(tables: Sequence[Mapping[str, Any]]) -> Table:
 
 def views_table(views: Sequence[Mapping[str, Any]]) -> Table:
     table = Table(title="views")
-    headers = ("name", "columns", "inputs", "rows", "frontier", "p50 ms", "p99 ms")
+    headers = ("name", "state", "columns", "inputs", "rows", "frontier", "p50 ms", "p99 ms")
     for header in headers:
-        table.add_column(header, justify="right" if header in headers[3:] else "left")
+        table.add_column(header, justify="right" if header in headers[4:] else "left")
     for v in views:
         latency = v.get("latency_ms") or {}
         table.add_row(
             _cell(v.get("name", "")),
+            _cell(v.get("state", "")),
             _shown(columns_text(v.get("columns", []))),
             _list(v.get("inputs", [])),
             f"{v.get('rows', 0):,}",

@@ -375,13 +375,37 @@ def test_ls_shows_tables_and_views(server: Server, api: Client) -> None:
         "ls_v",
     )
     assert frontier == orjson.dumps(api.table("ls_t")["frontier"]).decode()
-    _, columns, inputs, count, frontier, _p50, _p99 = rows["ls_v"]
-    assert (columns, inputs, count) == ("b string, n int", "ls_t", "2")
+    _, state, columns, inputs, count, frontier, _p50, _p99 = rows["ls_v"]
+    assert (state, columns, inputs, count) == ("ready", "b string, n int", "ls_t", "2")
 
     listed = run_json(server, "ls")
     assert listed == {"tables": api.tables(), "views": api.views()}
     (view,) = [v for v in listed["views"] if v["name"] == "ls_v"]
     assert (view["inputs"], view["rows"], view["query"]) == (["ls_t"], 2, count_plan("ls_t", ["b"]))
+
+
+def test_a_view_that_fails_is_reported_by_push_ls_and_subscribe(
+    server: Server, api: Client
+) -> None:
+    """Audit 106: push and subscribe ended with status 0 and ls showed the view as any other,
+    only ``peek`` telling that it had failed."""
+    api.create_table("f_t", {"n": "int"})
+    plan = {"op": "flat_map", "input": {"op": "table", "name": "f_t"}, "as": "i"}
+    api.create_view("f_v", {**plan, "start": 0, "stop": "n"})
+    sub = start("subscribe", "f_v", "--no-progress", env=clean_env(DIFFLOW_URL=server.url))
+    try:
+        wait_for_subscribers(api, "f_v", 1)
+        done = run(server, "push", "f_t", stdin='{"n": 1000000000}\n', exit_code=1)
+        assert done.stdout.startswith("pushed 1 row to f_t in 1 request")  # it was written
+        assert done.stderr.startswith("error: view f_v failed: LimitError"), done.stderr
+        out, err = sub.communicate(timeout=WAIT_S)
+        assert sub.returncode == 1
+        assert orjson.loads(out.splitlines()[-1])["type"] == "closed"
+        assert err.startswith("error: view 'f_v' failed: LimitError"), err
+    finally:
+        if sub.returncode is None:
+            stop(sub)
+    assert {row[0]: row[1] for row in rich_rows(run(server, "ls").stdout)}["f_v"] == "failed"
 
 
 # --- subscribe ----------------------------------------------------------------------------------
