@@ -262,7 +262,8 @@ def _null_error(frame: SourceFrame, name: str, column: pa.Array, rows_before: in
     return LoadError(
         f"column {frame.describe(name)} has a null value (row {first} of the source, after "
         f'where); difflow tables hold no nulls: add a where such as "{source} IS NOT NULL" '
-        "or fill them in a sql source (COALESCE)",
+        "or fill them in a sql source (COALESCE); a CSV or JSON line Spark cannot parse "
+        'reads as nulls too: "options": {"mode": "FAILFAST"} fails the load naming it',
         code="null_value",
         detail={"column": name, "source_column": source, "row": first},
     )
