@@ -182,6 +182,24 @@ def _make_data_dir(path: Path) -> None:
         ) from None
 
 
+def _check_listen(host: str, port: int) -> None:
+    """Whether the server can listen there, tried before it starts: a port in use or a host
+    that does not resolve stops it with one line, as a bad setting does, not uvicorn's
+    ``ERROR:`` line and status 3 (a port taken between the two is still uvicorn's)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as exc:
+        raise SettingsError(
+            f"--host / --port: cannot listen on {host} port {port}: {exc.strerror or exc}",
+            {"setting": "port"},
+        ) from None
+
+
 def main(
     host: str | None = None,
     port: int | str | None = None,
@@ -210,6 +228,7 @@ def main(
         )
         SparkSettings.from_env()  # its variables are checked now, not at the first load
         _make_data_dir(settings.data_dir)
+        _check_listen(settings.host, settings.port)
     except (SettingsError, LoadError) as exc:
         print(f"difflow: {exc.message}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -4,6 +4,7 @@ range stop the server with one clear line, never a traceback or a silently chang
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -160,6 +161,26 @@ def test_a_data_dir_the_server_cannot_use_stops_it_at_start(
     made = tmp_path / "a" / "b"  # a path that can be made is made at start
     with running_server(made):
         assert made.is_dir()
+
+
+def test_a_port_in_use_is_one_line_too(tmp_path: Path) -> None:
+    """Audit 106: uvicorn's ``ERROR:    [Errno 98] ...`` and status 3."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = subprocess.run(
+            [sys.executable, "-m", "api.server", "--port", str(port), "--no-warmup"],
+            cwd=ROOT,
+            env={**os.environ, "DIFFLOW_DATA_DIR": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert run.returncode == 2, run
+    assert run.stderr.strip().splitlines() == [
+        f"difflow: --host / --port: cannot listen on 127.0.0.1 port {port}: Address already in use"
+    ]
 
 
 def test_a_bad_warmup_variable_is_one_line_too() -> None:
