@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from engine.collection import Arrangement, Collection
-from engine.errors import StepError
+from engine.errors import StepError, TimeError
 from engine.interning import StringInterner
 from engine.operators.arrange import Arrange
 from engine.operators.base import BuiltKey, Operator, Scope
@@ -48,6 +48,8 @@ class Graph:
         name: str = "input",
     ) -> tuple[InputHandle, Collection]:
         """An input collection and the handle that feeds it (times with ``dims`` coordinates)."""
+        if isinstance(dims, bool) or not isinstance(dims, int) or dims < 1:
+            raise TimeError(f"an input's times have at least 1 coordinate, not {dims!r}")
         schema = columns if isinstance(columns, Schema) else Schema.of(columns)
         op = InputOp(self.scope, schema, dims, name)
         return InputHandle(op), Collection(op)

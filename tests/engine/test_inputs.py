@@ -107,3 +107,5 @@ def test_a_bool_column_takes_bools_and_a_float_column_ints() -> None:
     assert out.drain().diffs.tolist() == [1]
     with pytest.raises(SchemaError, match="unknown column type 'text'"):
         g.new_input([("x", "text")])
+    with pytest.raises(TimeError, match="at least 1 coordinate, not 0"):
+        g.new_input([("x", "int")], dims=0)
