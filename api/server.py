@@ -169,6 +169,8 @@ def _make_data_dir(path: Path) -> None:
     """The data directory, made now: one the server cannot use stops it before it starts,
     rather than failing the first load."""
     try:
+        if path.is_symlink() and not path.exists():
+            raise FileNotFoundError(2, "it is a symbolic link to a path that does not exist")
         if path.exists() and not path.is_dir():
             raise NotADirectoryError(20, "it is a file, not a directory")
         path.mkdir(parents=True, exist_ok=True)

@@ -41,11 +41,23 @@ NO_TIME = int(np.iinfo(np.int64).max)
 
 def as_times(values: object, dims: int) -> np.ndarray:
     """A time, a list of times, or an array as a ``(dims, n)`` int64 array; anything but
-    integers below 2**63 is a :class:`TimeError`."""
+    integers below 2**63 is a :class:`TimeError`. A list of lists (or tuples) is one time
+    per item, ``[(0, 5), (1, 6)]``; an array is ``(dims, n)`` already; a flat list is one
+    time of ``dims`` coordinates where ``dims`` > 1, else one time per item."""
+    rows = isinstance(values, (list, tuple)) and any(isinstance(v, (list, tuple)) for v in values)
+    if isinstance(values, (list, tuple)):
+        if rows and not all(isinstance(v, (list, tuple)) for v in values):
+            raise TimeError("times must be all integers (one time) or all lists (one per row)")
+        items = [x for v in values for x in v] if rows else list(values)
+        for x in items:
+            if not isinstance(x, (int, np.integer)) or isinstance(x, (bool, np.bool_)):
+                raise TimeError(f"times must be integers, not {x!r}")
     try:
         raw = np.asarray(values)
     except ValueError as exc:  # ragged lists
         raise TimeError(f"times must be integers, or lists of {dims} integers: {exc}") from exc
+    if rows and raw.ndim == 2:
+        raw = raw.T  # one time per item: (n, dims) -> (dims, n)
     if raw.size and raw.dtype.kind not in "iu":
         raise TimeError(f"times must be integers, not {raw.dtype} values such as {raw.flat[0]!r}")
     if raw.dtype.kind == "u" and raw.size and int(raw.max()) > NO_TIME:
@@ -54,6 +66,8 @@ def as_times(values: object, dims: int) -> np.ndarray:
     if arr.ndim == 0:
         arr = arr.reshape(1, 1)
     elif arr.ndim == 1:
+        if arr.size == 0:
+            return np.zeros((dims, 0), dtype=np.int64)
         if dims > 1 and arr.size != dims:
             raise TimeError(f"a time here is a list of {dims} integers, not of {arr.size}")
         arr = arr.reshape(1, -1) if dims == 1 else arr.reshape(dims, 1)

@@ -148,10 +148,17 @@ class Catalog:
                 )
         schema = Schema.of(pairs)
         pk = spec.get("primary_key", [])  # left out: no primary key (null is no list)
-        if not isinstance(pk, list) or not all(isinstance(k, str) for k in pk):
+        if not isinstance(pk, list):
             raise Invalid(
                 "primary_key must be a list of column names", {"path": "primary_key"}, "bad_schema"
             )
+        for i, k in enumerate(pk):
+            if not isinstance(k, str):
+                raise Invalid(
+                    f"primary_key[{i}] must be a column name (a string)",
+                    {"path": f"primary_key[{i}]"},
+                    "bad_schema",
+                )
         for i, k in enumerate(pk):
             if k not in names:
                 raise Invalid(

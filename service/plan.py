@@ -92,7 +92,7 @@ class Sources:
             raise Invalid(f"{path}.name must be a string", {"path": f"{path}.name"}, "invalid_plan")
         found = self._lookup(name)
         if found is None or found[0] != kind:
-            raise Invalid(f"unknown {kind} {name!r}", {"path": path}, "unknown_name")
+            raise Invalid(f"{path}: unknown {kind} {name!r}", {"path": path}, "unknown_name")
         _, domain, failure = found
         if failure is not None:  # its dataflow left the engine: nothing would reach a reader
             raise Conflict(
@@ -104,7 +104,7 @@ class Sources:
             self.domain = domain
         elif self.domain != domain:
             raise Invalid(
-                f"{kind} {name!r} is {domain.describe()} but the plan already reads "
+                f"{path}: {kind} {name!r} is {domain.describe()} but the plan already reads "
                 f"{self.domain.describe()} inputs; a view reads one time domain",
                 {"path": path},
                 "mixed_domains",

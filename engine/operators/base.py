@@ -110,22 +110,24 @@ class Scope:
 def undo_on_error(scope: Scope) -> Iterator[None]:
     """A build call is all or nothing: where it raises, the operators it added (in any
     scope) are released and removed, and what it kept for sharing is forgotten, so the
-    graph steps as before. Nested calls are undone by the outermost."""
+    graph steps as before. A nested call undoes its own part (a caller that catches its
+    error, in a loop body say, goes on with the graph as it was before that call)."""
     root = scope.root
-    if root.journal is not None:
-        yield
-        return
-    journal: list[Callable[[], object]] = []
+    outermost = root.journal is None
+    journal = root.journal if root.journal is not None else []
     root.journal = journal
+    mark = len(journal)
     try:
         yield
     except BaseException:
-        root.journal = None
-        for undo in reversed(journal):
-            undo()
+        undo = journal[mark:]
+        del journal[mark:]
+        for step in reversed(undo):
+            step()
         raise
     finally:
-        root.journal = None
+        if outermost:
+            root.journal = None
 
 
 class Operator:
@@ -133,6 +135,7 @@ class Operator:
 
     name = "operator"
     scope: Scope
+    dropped: bool
     inputs: tuple[Operator, ...]
     schema: Schema
     ncols: int
@@ -142,6 +145,10 @@ class Operator:
         self, scope: Scope, inputs: Sequence[Operator], schema: Schema, dims: int | None = None
     ) -> None:
         for i in inputs:
+            if i.dropped:
+                raise GraphError(
+                    f"{self.name}: input {i.name!r} was dropped from the graph; it runs no more"
+                )
             if i.scope is not scope:
                 raise GraphError(
                     f"{self.name}: input {i.name!r} lives in scope {i.scope.name!r}, not "

@@ -169,21 +169,45 @@ _KINDS = {
 }
 
 
+def _is_int(v: object) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+# what a Python value must be, by column type (strings: interned ids), for a list's items
+_FITS = {
+    ColumnType.INT: _is_int,
+    ColumnType.FLOAT: lambda v: _is_int(v) or isinstance(v, (float, np.floating)),
+    ColumnType.BOOL: lambda v: isinstance(v, (bool, np.bool_)),
+    ColumnType.STRING: _is_int,
+}
+
+
 def _values(values: object, column: Column | None) -> np.ndarray:
-    """``values`` as an array of the kind ``column`` takes (None: diffs, integers)."""
+    """``values`` as a 1-D array of the kind ``column`` takes (None: diffs, integers), or a
+    scalar for diffs. A list's items are checked one by one (numpy would turn a bool beside
+    ints into an int), an array's by its dtype."""
     what = f"column {column.name!r}" if column is not None else "diffs"
+    want = column.type if column is not None else ColumnType.INT
+    verb = "takes" if column is not None else "take"
+    if isinstance(values, (list, tuple)):
+        fits = _FITS[want]
+        for v in values:
+            if not fits(v):
+                raise SchemaError(f"{what} {verb} {want.value} values, not {v!r}")
     try:
         arr = np.asarray(values)
     except ValueError as exc:  # ragged lists
         raise SchemaError(f"{what}: {exc}") from exc
-    kinds = _KINDS[column.type] if column is not None else "iu"
-    if arr.size and arr.dtype.kind not in kinds:
-        want = column.type.value if column is not None else "int"
-        verb = "takes" if column is not None else "take"
-        raise SchemaError(f"{what} {verb} {want} values, not {arr.dtype} such as {arr.flat[0]!r}")
-    if arr.ndim > 1:
-        raise SchemaError(f"{what}: values must be one-dimensional, not of shape {arr.shape}")
-    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > NO_TIME:
+    if arr.dtype == object and want is ColumnType.FLOAT:  # Python ints beyond 64 bits
+        arr = arr.astype(np.float64)
+    elif arr.dtype == object:
+        raise SchemaError(f"{what}: values must fit in 64-bit signed integers")
+    if arr.size and arr.dtype.kind not in _KINDS[want]:
+        raise SchemaError(f"{what} {verb} {want.value} values, not {arr.dtype} values")
+    if arr.ndim > 1 or (arr.ndim == 0 and column is not None):
+        raise SchemaError(f"{what}: values must be one list or 1-D array, not of shape {arr.shape}")
+    unsigned = want is not ColumnType.FLOAT and arr.dtype.kind == "u" and arr.size
+    if unsigned and int(arr.max()) > NO_TIME:
         raise SchemaError(f"{what}: values must fit in 64-bit signed integers")
     return arr
 

@@ -72,10 +72,11 @@ class SparkSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SparkSettings:
         env = os.environ if environ is None else environ
         data_dir = env.get("DIFFLOW_DATA_DIR")
-        level = (env.get("DIFFLOW_SPARK_LOG_LEVEL") or "ERROR").upper()
+        given = env.get("DIFFLOW_SPARK_LOG_LEVEL") or "ERROR"
+        level = given.upper()
         if level not in LOG_LEVELS:
             raise LoadError(
-                f"DIFFLOW_SPARK_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {level!r}",
+                f"DIFFLOW_SPARK_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, not {given!r}",
                 code="spark_unavailable",
             )
         return cls(

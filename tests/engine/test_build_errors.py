@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from engine import Collection, Graph, call, col
-from engine.errors import EngineError, ExpressionError, SchemaError
+from engine.errors import EngineError, ExpressionError, GraphError, SchemaError
 
 Build = Callable[[Collection, Collection], object]
 
@@ -70,3 +70,42 @@ def test_a_failed_build_forgets_what_it_kept_for_sharing() -> None:
     h.advance_to(1)
     g.step()
     assert out.drain().diffs.tolist() == [1]
+
+
+def test_building_on_a_dropped_operator_is_a_graph_error() -> None:
+    """Audit 107: it was accepted, and the new operator's output never came."""
+    g = Graph()
+    _h, c = g.new_input([("k", "int"), ("s", "string")])
+    mark = len(g.scope.operators)
+    counted = c.count(["k"])
+    g.drop(g.operators_since(mark))
+    with pytest.raises(GraphError, match="was dropped"):
+        counted.distinct()
+    assert len(g.scope.operators) == mark
+
+
+def test_a_failed_call_caught_in_a_loop_body_leaves_the_loop_as_it_was() -> None:
+    """Audit 108: only the outermost call undid, so a join that failed inside an iterate
+    body, its error caught there, left its arrangements running in the loop."""
+
+    def operators_in_loops(g: Graph) -> int:
+        return sum(len(op.inner.operators) for op in g.scope.operators if hasattr(op, "inner"))
+
+    counts = []
+    for fail in (False, True):
+        g = Graph()
+        h, c = g.new_input([("k", "int"), ("s", "string")])
+
+        def body(r: Collection, fail: bool = fail) -> Collection:
+            if fail:
+                with pytest.raises(SchemaError):
+                    r.join(r, on=[("k", "zz")])
+            return r.distinct()
+
+        out = c.iterate(body).capture()
+        counts.append(operators_in_loops(g))
+        h.send_rows([(1, "a")], 0)
+        h.advance_to(1)
+        g.step()
+        assert out.drain().diffs.tolist() == [1]
+    assert counts[0] == counts[1]

@@ -68,7 +68,10 @@ def test_an_update_at_the_time_kept_for_no_time_is_refused() -> None:
         (lambda h: h.send_rows([(2.7, "x")], 1), SchemaError, "'a' takes int values"),
         (lambda h: h.send_rows([("5", "x")], 1), SchemaError, "'a' takes int values"),
         (lambda h: h.send_rows([(None, "x")], 1), SchemaError, "'a' takes int values"),
-        (lambda h: h.send_rows([(2**64, "x")], 1), SchemaError, "'a' takes int values"),
+        (lambda h: h.send_rows([(2**64, "x")], 1), SchemaError, "fit in 64-bit"),
+        (lambda h: h.send_rows([(True, "x")], 1), SchemaError, "'a' takes int values, not True"),
+        (lambda h: h.send_columns([[1, True], [0, 0]], 1), SchemaError, "not True"),
+        (lambda h: h.send_columns([5, [0]], 1), SchemaError, "one list or 1-D array"),
         (lambda h: h.send_rows([(1, 1)], 1), SchemaError, "'s' is a string"),
         (lambda h: h.send_columns([[1, 2], [0]], 1), SchemaError, "'s' has 1 value"),
         (lambda h: h.send_columns([[1], [10**6]], 1), SchemaError, "interner never gave"),
@@ -79,6 +82,8 @@ def test_an_update_at_the_time_kept_for_no_time_is_refused() -> None:
         (lambda h: h.send_rows([(1, "x")], 2**64), TimeError, "times must be integers"),
         (lambda h: h.send_rows([(1, "x")], [1, 2]), TimeError, "2 times for 1 row"),
         (lambda h: h.advance_to(1.5), TimeError, "a frontier's times"),
+        (lambda h: h.send_rows([(1, "x"), (2, "x")], [1, True]), TimeError, "not True"),
+        (lambda h: h.send_rows([(1, "x")], 1, diff=[True]), SchemaError, "diffs take int"),
     ],
 )
 def test_a_batch_of_the_wrong_kind_is_refused_and_nothing_sent(
@@ -109,3 +114,20 @@ def test_a_bool_column_takes_bools_and_a_float_column_ints() -> None:
         g.new_input([("x", "text")])
     with pytest.raises(TimeError, match="at least 1 coordinate, not 0"):
         g.new_input([("x", "int")], dims=0)
+
+
+def test_per_row_times_of_two_coordinates_are_one_time_per_row() -> None:
+    """Audit 108: with as many rows as coordinates, ``[(0, 5), (1, 6)]`` was read as the
+    coordinates' rows, putting the rows at (0, 1) and (5, 6)."""
+    g = Graph()
+    h, c = g.new_input([("x", "int")], dims=2)
+    out = c.capture()
+    h.send_rows([(100,), (200,)], [(0, 5), (1, 6)])
+    h.send_columns([np.array([300])], [[2, 7]])
+    h.send_columns([np.array([400, 500])], np.array([[3, 4], [8, 9]]))  # an array: (dims, n)
+    h.send_columns([np.array([], dtype=np.int64)], [])
+    h.advance_to([[10, 10]])
+    g.step()
+    b = out.drain()
+    got = sorted(zip(b.data[0].tolist(), map(tuple, b.times.T.tolist()), strict=True))
+    assert got == [(100, (0, 5)), (200, (1, 6)), (300, (2, 7)), (400, (3, 8)), (500, (4, 9))]

@@ -116,7 +116,7 @@ def test_a_flag_as_typed_is_parsed_as_its_variable(monkeypatch: pytest.MonkeyPat
             [],
             {"DIFFLOW_SPARK_LOG_LEVEL": "loud"},
             "DIFFLOW_SPARK_LOG_LEVEL must be one of OFF, FATAL, ERROR, WARN, INFO, DEBUG, "
-            "TRACE, ALL, not 'LOUD'",
+            "TRACE, ALL, not 'loud'",
         ),
     ],
 )

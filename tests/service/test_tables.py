@@ -169,6 +169,7 @@ def test_null_is_no_value_for_an_optional_field(client: httpx.Client, name: str)
         ({"columns": [*two, {"name": "x", "type": "string"}]}, "columns[2].name"),
         ({"columns": two, "primary_key": ["y", "z"]}, "primary_key[1]"),
         ({"columns": two, "primary_key": ["y", "x", "y"]}, "primary_key[2]"),
+        ({"columns": two, "primary_key": ["y", 3]}, "primary_key[1]"),
     ):
         r = client.post("/v1/tables", json={"name": name, **body})
         assert assert_error(r, 422, "bad_schema")["detail"] == {"path": path}
