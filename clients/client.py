@@ -205,6 +205,10 @@ class Client:
         """Start a Spark load into ``table``; ``{"id", "state": "queued"}``."""
         return self._send(endpoints.create_load(table, source, columns, where, mode, time))
 
+    def loads(self) -> dict[str, Any]:
+        """Every load the server remembers: ``{"loads": [status, ...]}``."""
+        return self._send(endpoints.list_loads())
+
     def load(self, load_id: str | int) -> dict[str, Any]:
         """The status of Spark load ``load_id``."""
         return self._send(endpoints.load(load_id))
@@ -339,6 +343,9 @@ class AsyncClient:
     ) -> dict[str, Any]:
         call = endpoints.create_load(table, source, columns, where, mode, time)
         return await self._send(call)
+
+    async def loads(self) -> dict[str, Any]:
+        return await self._send(endpoints.list_loads())
 
     async def load(self, load_id: str | int) -> dict[str, Any]:
         return await self._send(endpoints.load(load_id))

@@ -165,6 +165,10 @@ def create_load(
     return Call("POST", f"/v1/tables/{segment(table)}/loads", body=body)
 
 
+def list_loads() -> Call:
+    return Call("GET", "/v1/loads")
+
+
 def load(load_id: str | int) -> Call:
     return Call("GET", f"/v1/loads/{segment(load_id)}")
 

@@ -77,9 +77,9 @@ def max_(of: ExprLike) -> Aggregate:
     return Aggregate("max", to_expr(of))
 
 
-def count_distinct(of: ExprLike | None = None) -> Aggregate:
-    """The number of distinct values of ``of`` (or of distinct rows) in the group."""
-    return Aggregate("count_distinct", None if of is None else to_expr(of))
+def count_distinct(of: ExprLike) -> Aggregate:
+    """The number of distinct values of ``of`` in the group."""
+    return Aggregate("count_distinct", to_expr(of))
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ class _Answers:
         self._answers: deque[str | bytes] = deque()  # taken off the wire, not yet recv()'d
         self._broken: BaseException | None = None  # the connection's loss, met while sending
         self._gone: ConnectionFailed | None = None  # the loss, raised by every later recv()
+        self._send_lost: BaseException | None = None  # the loss, met by a send that failed
 
     @property
     def pending(self) -> int:
@@ -79,6 +80,8 @@ class _Answers:
 
     def _check_receivable(self) -> None:
         if not self._pending:
+            if self._gone is None and self._send_lost is not None:
+                self._gone = lost_error(self.url, self._send_lost, 0)
             if self._gone is not None:  # not "all answered": those answers never came
                 raise self._gone
             raise RuntimeError(_NOTHING_PENDING)
@@ -119,6 +122,7 @@ class TableWriter(_Answers, LazySocket):
         try:
             connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
+            self._send_lost = exc
             raise unsent_error(self.url, exc, self._pending) from exc
         self._pending += 1
 
@@ -167,6 +171,7 @@ class AsyncTableWriter(_Answers, AsyncLazySocket):
         try:
             await connection.send(encode_frame(body, id))
         except TRANSPORT_ERRORS as exc:
+            self._send_lost = exc
             raise unsent_error(self.url, exc, self._pending) from exc
         self._pending += 1
 

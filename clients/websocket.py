@@ -79,8 +79,12 @@ def connect_sync(url: str) -> SyncConnection:
     The connection reads on a thread of its own, started here with SIGINT blocked, so that
     Ctrl-C always reaches the thread that waits in ``recv()``: a signal that the kernel
     hands to the reader thread instead does not wake the waiting thread, and Ctrl-C would
-    go unnoticed until the next frame (a ``difflow subscribe`` could hang on it)."""
-    return _open_sync(url, 16)
+    go unnoticed until the next frame (a ``difflow subscribe`` could hang on it).
+
+    It sends no keepalive pings (the server pings): with its reader stopped, the pongs
+    went unread, and websockets closed the connection 40 s into a reader's pause, the
+    frames waiting lost (audit 109), where the server's bounds are to decide."""
+    return _open_sync(url, 16, ping_interval=None)
 
 
 def connect_sync_writer(url: str) -> SyncConnection:
@@ -89,23 +93,29 @@ def connect_sync_writer(url: str) -> SyncConnection:
     it never saw the server close (a stop), so a send blocked on the full socket waited
     out websockets' 10 s close timeout (audit 98). The answers waiting are bounded by the
     frames the writer keeps unanswered."""
-    return _open_sync(url, None)
+    return _open_sync(url, None, ping_interval=20.0)
 
 
-def _open_sync(url: str, max_queue: int | None) -> SyncConnection:
+def _open_sync(url: str, max_queue: int | None, ping_interval: float | None) -> SyncConnection:
+    def open_() -> SyncConnection:
+        return _connect_sync(
+            url, max_size=None, max_queue=max_queue, ping_interval=ping_interval
+        ).__enter__()
+
     if not hasattr(signal, "pthread_sigmask"):  # no POSIX signal masks (Windows)
-        return _connect_sync(url, max_size=None, max_queue=max_queue).__enter__()
+        return open_()
     before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        return _connect_sync(url, max_size=None, max_queue=max_queue).__enter__()
+        return open_()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def connect_async(url: str) -> Awaitable[AsyncConnection]:
     """An awaitable websockets connection to ``url`` (frames unbounded, as above; its reader
-    stops taking frames while 16 wait unread, as ``connect_sync``'s does)."""
-    return _connect_async(url, max_size=None)
+    stops taking frames while 16 wait unread, and it sends no keepalive pings, as
+    ``connect_sync``'s)."""
+    return _connect_async(url, max_size=None, ping_interval=None)
 
 
 def connect_async_writer(url: str) -> Awaitable[AsyncConnection]:

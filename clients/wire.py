@@ -68,9 +68,15 @@ def ws_url(base_url: str, path: str, params: Mapping[str, str] | None = None) ->
 
 def format_time(time: Time) -> str:
     """A time as written in a query string: ``7``, or ``1,2`` for a multi-dimensional time."""
-    if isinstance(time, Sequence):
-        return ",".join(str(int(coordinate)) for coordinate in time)
-    return str(int(time))
+    coordinates = list(time) if isinstance(time, Sequence) else [time]
+    for c in coordinates:  # not int(): 0.9 read time 0, True time 1 (audit 109)
+        if not isinstance(c, (int, np.integer)) or isinstance(c, (bool, np.bool_)):
+            raise InvalidError(
+                f"a time is a non-negative integer or a list of them, not {time!r}",
+                status=422,
+                code="bad_time",
+            )
+    return ",".join(str(int(c)) for c in coordinates)
 
 
 def dumps(value: Any) -> bytes:

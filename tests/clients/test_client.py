@@ -174,6 +174,17 @@ def test_rows(exchange: Exchange, call: Call, as_of: Any, query: str) -> None:
     assert exchange.last.url.query.decode() == query
 
 
+@pytest.mark.parametrize("as_of", [0.9, 1.99, True, [1, 2.5]])
+def test_rows_as_of_a_time_that_is_no_integer_is_refused(
+    exchange: Exchange, call: Call, as_of: Any
+) -> None:
+    """Audit 109: ``int()`` made 0.9 time 0 and True time 1."""
+    with pytest.raises(InvalidError, match="a time is a non-negative integer") as caught:
+        call("rows", "v", as_of)
+    assert caught.value.code == "bad_time"
+    assert exchange.requests == []
+
+
 def test_loads(exchange: Exchange, call: Call) -> None:
     exchange.on("POST", "/v1/tables/edges/loads", answer(202, {"id": "L1", "state": "queued"}))
     exchange.on("GET", "/v1/loads/L1", answer(200, {"id": "L1", "state": "running", "rows": 5}))

@@ -138,6 +138,8 @@ def test_health_tables_and_metrics(client: Client) -> None:
     with pytest.raises(NotFoundError):
         client.table("h_dict")
     assert "difflow_" in client.metrics()
+    # every endpoint has a method, GET /v1/loads included (audit 109)
+    assert client.loads() == {"loads": []}
 
 
 def test_reduce_and_join_views_from_the_builder(client: Client) -> None:
@@ -490,6 +492,7 @@ def test_async_client_mirrors_the_sync_one(server: Server) -> None:
     async def scenario() -> None:
         async with AsyncClient(server.url) as client:
             assert await client.health() == {"status": "ok"}
+            assert await client.loads() == {"loads": []}
             await client.create_table("a_t", {"k": "int", "g": "string"})
             view = table("a_t").reduce(by=["g"], n=count(), total=sum_("k"))
             await client.create_view("a_v", view)

@@ -235,15 +235,18 @@ def test_a_failed_send_leaves_the_answers_that_came_readable() -> None:
         assert writer.pending == 2
         assert [writer.recv(), writer.recv()] == acks
         assert writer.pending == 0 and list(writer) == []
-    # nothing pending: the failed send is the lost connection, as before
+        # every answer received: a recv() raises the loss (audit 109: a RuntimeError saying
+        # that every frame had been answered)
+        with pytest.raises(ConnectionFailed, match="lost"):
+            writer.recv()
+    # nothing pending: the failed send is the lost connection, as before, and so is a recv()
     stub = StubConnection([], send_fails=closing, sends=0)
     lost = r"lost: received 1012 [^;]*; no close frame sent$"
-    with (
-        sync_client(Connector(stub)) as client,
-        client.ws_writer("t") as writer,
-        pytest.raises(ConnectionFailed, match=lost),
-    ):
-        writer.send({"updates": []})
+    with sync_client(Connector(stub)) as client, client.ws_writer("t") as writer:
+        with pytest.raises(ConnectionFailed, match=lost):
+            writer.send({"updates": []})
+        with pytest.raises(ConnectionFailed, match="lost"):
+            writer.recv()
 
 
 def test_async_failed_send_leaves_the_answers_that_came_readable() -> None:
@@ -284,16 +287,19 @@ def test_writers_read_every_answer_as_it_comes_and_subscriptions_hold_back(
     async writer's send failed only when the server dropped it, without the 1012, after
     about a second. Both clients alike."""
     opened: list[tuple[str, str, Any]] = []
+    pings: list[Any] = []
 
     class Opening:
         def __init__(self, url: str, **options: Any) -> None:
             opened.append(("sync", url, options.get("max_queue", "default")))
+            pings.append(options.get("ping_interval", "default"))
 
         def __enter__(self) -> StubConnection:
             return StubConnection([])
 
     async def opening_async(url: str, **options: Any) -> StubAsyncConnection:
         opened.append(("async", url, options.get("max_queue", "default")))
+        pings.append(options.get("ping_interval", "default"))
         return StubAsyncConnection(StubConnection([]))
 
     monkeypatch.setattr(websocket_module, "_connect_sync", Opening)
@@ -320,6 +326,9 @@ def test_writers_read_every_answer_as_it_comes_and_subscriptions_hold_back(
         ("async", writer_url, None),
         ("async", subscribe_url, "default"),
     ]
+    # a subscription sends no keepalive pings: its reader stopped, their pongs went unread,
+    # and websockets dropped it 40 s into a pause, the frames waiting lost (audit 109)
+    assert pings == [20.0, None, "default", None]
 
 
 def test_a_url_the_sockets_cannot_use_is_a_connection_failure() -> None:
