@@ -73,6 +73,10 @@ def write_body(
             body["diff"] = diff
     elif diff is not None:
         raise ValueError("diff goes with the columnar form: pass columns too")
+    elif isinstance(updates, Mapping):  # list() would make it a list of its keys
+        raise ValueError(
+            'updates is a list of update objects: write [update] for one (e.g. [{"insert": row}])'
+        )
     else:
         body = {"updates": list(updates or [])}
     if time is not None:

@@ -148,6 +148,8 @@ def test_write_that_only_moves_the_frontier(exchange: Exchange, call: Call) -> N
 def test_write_refuses_mixed_forms(call: Call) -> None:
     with pytest.raises(ValueError, match="not both"):
         call("write", "t", [{"insert": {"a": 1}}], columns={"a": [1]})
+    with pytest.raises(ValueError, match=r"write \[update\] for one"):  # audit 109
+        call("write", "edges", {"insert": {"src": 1}})
     with pytest.raises(ValueError, match="columnar"):
         call("write", "t", [{"insert": {"a": 1}}], diff=[1])
 
