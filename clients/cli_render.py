@@ -136,7 +136,8 @@ def rows_table(view: str, answer: Mapping[str, Any]) -> Table:
     table = Table(title=_shown(view))
     for name in names:
         table.add_column(_shown(name))
-    table.add_column("count", justify="right")
+    # each row's count, told apart from a column of the view named count (audit 106)
+    table.add_column("count" if "count" not in names else "(row count)", justify="right")
     for row in rows:
         data = row["data"]
         table.add_row(*(_cell(data.get(name)) for name in names), str(row.get("count", "")))

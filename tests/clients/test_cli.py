@@ -457,6 +457,15 @@ def test_peek_prints_a_table(exchange: Exchange) -> None:
     assert lines[-1] == "time 7, frontier [8], 2 distinct rows"
 
 
+def test_peek_tells_a_count_column_from_the_rows_count(exchange: Exchange) -> None:
+    """Audit 106: a view with a column named count showed two count headers."""
+    rows = {**ROWS, "rows": [{"data": {"g": "a", "count": 5}, "count": 2}]}
+    exchange.on("GET", "/v1/views/n/rows", answer(200, rows))
+    result = ok(invoke(exchange, "peek", "n"))
+    assert re.search(r"g\W+count\W+\(row count\)", result.stdout), result.stdout
+    assert any(re.search(r"\ba\b.*\b5\b.*\b2\b", line) for line in result.stdout.splitlines())
+
+
 def test_peek_at_a_table_says_to_read_it_through_a_view(exchange: Exchange) -> None:
     missing = {"error": {"code": "not_found", "message": "no view named 'edges'", "detail": {}}}
     exchange.on("GET", "/v1/views/edges/rows", answer(404, missing))
