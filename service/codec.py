@@ -79,8 +79,10 @@ def check_value(value: Any, ctype: ColumnType, path: str) -> Any:
         return value
     if ctype is ColumnType.FLOAT:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
+            # JSON has no NaN or infinity: some encoders (orjson, JavaScript's) write null
+            hint = " (a NaN or infinity, written so by the encoder?)" if value is None else ""
             raise Invalid(
-                f"{path} must be a number, got {_kind(value)}", {"path": path}, "wrong_type"
+                f"{path} must be a number, got {_kind(value)}{hint}", {"path": path}, "wrong_type"
             )
         f = float(value)
         if not math.isfinite(f):

@@ -352,3 +352,13 @@ def test_a_default_time_is_checked_without_rows() -> None:
     server = TableShape("s", Schema.of([("a", "int")]), (), "server", 1)
     with pytest.raises(Invalid, match="server-timed"):
         parse_write({"time": 3}, server, StringInterner(), 100)
+
+
+def test_a_null_float_says_a_nan_may_have_been_written_so() -> None:
+    """Audit 109: orjson (the Python client's encoder) writes NaN and infinity as null."""
+    for check in (
+        lambda: check_value(None, ColumnType.FLOAT, "x"),
+        lambda: checked_column([0.5, None], ColumnType.FLOAT, "columns.x"),
+    ):
+        with pytest.raises(Invalid, match=r"got null \(a NaN or infinity"):
+            check()
