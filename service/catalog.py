@@ -139,27 +139,28 @@ class Catalog:
                 )
             pairs.append((c["name"], c["type"]))
         names = [p[0] for p in pairs]
+        seen: set[str] = set()
         for i, n in enumerate(names):
-            if n in names[:i]:
+            if n in seen:
                 raise Invalid(
                     f"columns[{i}].name {n!r} is taken by an earlier column",
                     {"path": f"columns[{i}].name"},
                     "bad_schema",
                 )
+            seen.add(n)
         schema = Schema.of(pairs)
         pk = spec.get("primary_key", [])  # left out: no primary key (null is no list)
         if not isinstance(pk, list):
             raise Invalid(
                 "primary_key must be a list of column names", {"path": "primary_key"}, "bad_schema"
             )
-        for i, k in enumerate(pk):
+        for i, k in enumerate(pk):  # the first entry at fault
             if not isinstance(k, str):
                 raise Invalid(
                     f"primary_key[{i}] must be a column name (a string)",
                     {"path": f"primary_key[{i}]"},
                     "bad_schema",
                 )
-        for i, k in enumerate(pk):
             if k not in names:
                 raise Invalid(
                     f"primary_key[{i}] names unknown column {k!r}",
