@@ -82,6 +82,21 @@ def test_a_flag_as_typed_is_parsed_as_its_variable(monkeypatch: pytest.MonkeyPat
     assert Settings.from_env().max_batch == Settings().max_batch
 
 
+def refused(args: list[object], env: dict[str, str] | None = None) -> list[str]:
+    """``python -m ARGS`` run to its end: status 2, its standard error's lines."""
+    run = subprocess.run(
+        [sys.executable, "-m", *map(str, args)],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run
+    assert "listening" not in run.stdout
+    return run.stderr.strip().splitlines()
+
+
 @pytest.mark.parametrize("command", [["api.server"], ["clients.cli", "serve"]])
 @pytest.mark.parametrize(
     ("args", "env", "line"),
@@ -146,15 +161,7 @@ def test_a_data_dir_the_server_cannot_use_stops_it_at_start(
     afile = tmp_path / "afile"
     afile.write_text("")
     for where, why in ((afile, "it is a file"), (afile / "sub", "Not a directory")):
-        run = subprocess.run(
-            [sys.executable, "-m", *command, "--port", "0", "--no-warmup", "--data-dir", where],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert run.returncode == 2, run
-        assert run.stderr.strip().splitlines() == [
+        assert refused([*command, "--port", "0", "--no-warmup", "--data-dir", where]) == [
             f"difflow: --data-dir / DIFFLOW_DATA_DIR: cannot use {str(where)!r} as a "
             f"directory: {why}" + (", not a directory" if why == "it is a file" else "")
         ]
@@ -169,16 +176,10 @@ def test_a_port_in_use_is_one_line_too(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        run = subprocess.run(
-            [sys.executable, "-m", "api.server", "--port", str(port), "--no-warmup"],
-            cwd=ROOT,
-            env={**os.environ, "DIFFLOW_DATA_DIR": str(tmp_path)},
-            capture_output=True,
-            text=True,
-            timeout=120,
+        lines = refused(
+            ["api.server", "--port", port, "--no-warmup"], {"DIFFLOW_DATA_DIR": str(tmp_path)}
         )
-    assert run.returncode == 2, run
-    assert run.stderr.strip().splitlines() == [
+    assert lines == [
         f"difflow: --host / --port: cannot listen on 127.0.0.1 port {port}: Address already in use"
     ]
 
