@@ -39,6 +39,11 @@ TimeLike = int | Sequence[int]
 NO_TIME = int(np.iinfo(np.int64).max)
 
 
+def is_int(v: object) -> bool:
+    """Whether ``v`` is an integer (Python's or numpy's), a bool not counting as one."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 def as_times(values: object, dims: int) -> np.ndarray:
     """A time, a list of times, or an array as a ``(dims, n)`` int64 array; anything but
     integers below 2**63 is a :class:`TimeError`. A list of lists (or tuples) is one time
@@ -50,7 +55,7 @@ def as_times(values: object, dims: int) -> np.ndarray:
             raise TimeError("times must be all integers (one time) or all lists (one per row)")
         items = [x for v in values for x in v] if rows else list(values)
         for x in items:
-            if not isinstance(x, (int, np.integer)) or isinstance(x, (bool, np.bool_)):
+            if not is_int(x):
                 raise TimeError(f"times must be integers, not {x!r}")
     try:
         raw = np.asarray(values)

@@ -12,7 +12,7 @@ import numpy as np
 
 from engine.batch import UpdateBatch
 from engine.errors import SchemaError, TimeError
-from engine.lattice import NO_TIME, Antichain, as_times, time_tuples
+from engine.lattice import NO_TIME, Antichain, as_times, is_int, time_tuples
 from engine.operators.base import Operator, Scope
 from engine.schema import Column, ColumnType, Schema, encode
 
@@ -169,16 +169,12 @@ _KINDS = {
 }
 
 
-def _is_int(v: object) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
 # what a Python value must be, by column type (strings: interned ids), for a list's items
 _FITS = {
-    ColumnType.INT: _is_int,
-    ColumnType.FLOAT: lambda v: _is_int(v) or isinstance(v, (float, np.floating)),
+    ColumnType.INT: is_int,
+    ColumnType.FLOAT: lambda v: is_int(v) or isinstance(v, (float, np.floating)),
     ColumnType.BOOL: lambda v: isinstance(v, (bool, np.bool_)),
-    ColumnType.STRING: _is_int,
+    ColumnType.STRING: is_int,
 }
 
 
@@ -220,10 +216,7 @@ def _frontier(value: object, dims: int) -> Antichain:
     times = []
     for i in items:
         t = tuple(i) if isinstance(i, (list, tuple)) else (i,)
-        if len(t) != dims or not all(
-            isinstance(x, (int, np.integer)) and not isinstance(x, bool) and 0 <= x <= NO_TIME
-            for x in t
-        ):
+        if len(t) != dims or not all(is_int(x) and 0 <= x <= NO_TIME for x in t):
             raise TimeError(
                 f"a frontier's times are {dims} integer(s) from 0 to 2**63 - 1, not {i!r}"
             )
