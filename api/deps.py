@@ -1,4 +1,4 @@
-"""Dependencies shared by the routers: the runtime on ``app.state``."""
+"""Dependencies shared by the routers: the runtime and the load jobs on ``app.state``."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from service.loads import LoadManager
 from service.runtime import Runtime
 
-__all__ = ["RuntimeDep"]
+__all__ = ["LoadsDep", "RuntimeDep"]
 
 
 async def get_runtime(request: Request) -> Runtime:
@@ -16,3 +17,10 @@ async def get_runtime(request: Request) -> Runtime:
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+async def get_loads(request: Request) -> LoadManager:
+    return request.app.state.loads
+
+
+LoadsDep = Annotated[LoadManager, Depends(get_loads)]

@@ -1,8 +1,8 @@
 """Spark loads: jobs that read a source through Spark and apply it to a table as one write.
 
 A :class:`LoadJob` moves through :class:`LoadState`: ``queued -> running -> done | failed |
-cancelled``, or ``queued -> cancelled``; a final state never changes. :class:`LoadManager`
-makes every move under one lock.
+cancelled``, or ``queued -> failed | cancelled`` (its table dropped, or cancelled); a final
+state never changes. :class:`LoadManager` makes every move under one lock.
 
 Invariants:
 - All or nothing, at one time. A job first reads the whole source into compact int64 storage
@@ -87,7 +87,7 @@ class LoadState(Enum):
 
 
 _MOVES = {
-    LoadState.QUEUED: {LoadState.RUNNING, LoadState.CANCELLED},
+    LoadState.QUEUED: {LoadState.RUNNING, LoadState.FAILED, LoadState.CANCELLED},
     LoadState.RUNNING: {LoadState.DONE, LoadState.FAILED, LoadState.CANCELLED},
 }
 
@@ -247,6 +247,32 @@ class LoadManager:
             job = self._job(load_id)
             self._cancel(job, f"the load was cancelled by DELETE /v1/loads/{job.id}")
             return job.describe()
+
+    def table_dropped(self, table: str, shape: TableShape) -> None:
+        """Fail the unfinished jobs into a dropped table (``shape``: the table dropped, not one
+        made since under its name) at once, not_found, and stop their Spark jobs: a running
+        one read on until its end before (audit 105). One whose write is in the engine
+        already is left to it (the write finds the table gone)."""
+        with self._lock:
+            for job in self._jobs.values():
+                if job.table != table or job.shape is not shape:
+                    continue
+                if job.state.final or job.committing:
+                    continue
+                job.cancel.set()
+                if job.state is LoadState.RUNNING:
+                    when = f"while the load ran (after {job.rows} rows)"
+                else:
+                    when = "before the load began"
+                self._move(
+                    job,
+                    LoadState.FAILED,
+                    NotFound(
+                        f"table {table!r} was dropped {when}; nothing was written (a table "
+                        "made since under that name is another table)",
+                        {"table": table},
+                    ),
+                )
 
     def shutdown(self) -> None:
         """Cancel every unfinished job, wait for the workers, stop Spark."""

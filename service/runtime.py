@@ -639,13 +639,15 @@ class Runtime:
         self._resolve()
         _give_back()
 
-    def drop_table(self, name: str) -> None:
-        """Drop a table (engine thread). Writes still pending on it are done at once, with
-        the closed frontier ``[]``: no view reads the table and nothing more happens at its
-        times, and a table made later under its name is another table."""
+    def drop_table(self, name: str) -> TableShape:
+        """Drop a table (engine thread) and return its shape. Writes still pending on it are
+        done at once, with the closed frontier ``[]``: no view reads the table and nothing
+        more happens at its times, and a table made later under its name is another table."""
+        shape = self.catalog.table(name).shape
         self.catalog.drop_table(name)
         self._resolve()
         _give_back()
+        return shape
 
     def adopt_view(self, view: ViewState) -> None:
         """Writes still pending on tables a new view reads will report its outputs too, where

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Path
 
 from api.body import JsonObject
-from api.deps import RuntimeDep
+from api.deps import LoadsDep, RuntimeDep
 from api.models import (
     ERRORS,
     ErrorBody,
@@ -23,16 +23,10 @@ from api.models import (
     request_schema,
 )
 from api.responses import JSONResponse
-from service.loads import LoadManager
 
 router = APIRouter(prefix="/v1", tags=["loads"])
 
 
-async def get_loads(request: Request) -> LoadManager:
-    return request.app.state.loads
-
-
-LoadsDep = Annotated[LoadManager, Depends(get_loads)]
 LoadId = Annotated[str, Path(alias="id")]  # API.md's /v1/loads/{id}, in /openapi.json too
 
 

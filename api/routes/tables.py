@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from api.body import JsonObject, parse_json, read_body
-from api.deps import RuntimeDep
+from api.deps import LoadsDep, RuntimeDep
 from api.models import (
     ERRORS,
     ErrorBody,
@@ -76,8 +76,9 @@ async def get_table(name: str, rt: RuntimeDep) -> JSONResponse:
 
 
 @router.delete("/tables/{name}", status_code=204, response_class=Response, responses=ERRORS)
-async def drop_table(name: str, rt: RuntimeDep) -> Response:
-    await rt.call(lambda: rt.drop_table(name), table=name)
+async def drop_table(name: str, rt: RuntimeDep, loads: LoadsDep) -> Response:
+    shape = await rt.call(lambda: rt.drop_table(name), table=name)
+    loads.table_dropped(name, shape)  # its unfinished loads stop reading now
     return Response(status_code=204)
 
 

@@ -208,12 +208,34 @@ def _start(settings: SparkSettings) -> _Running:
 
 def _scratch_dir(data_dir: Path | None) -> Path:
     """A fresh directory for the session's files, absolute (its log configuration is passed
-    to the JVM as a file URI, which a relative data directory cannot give)."""
+    to the JVM as a file URI, which a relative data directory cannot give), named for this
+    process. Those a killed server left beside it are removed first."""
     parent = None
     if data_dir is not None:
         parent = data_dir.absolute() / "spark"
         parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="difflow-spark-", dir=parent)).absolute()
+    prefix = f"difflow-spark-{os.getpid()}-"
+    _remove_orphans(Path(parent if parent is not None else tempfile.gettempdir()))
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent)).absolute()
+
+
+def _remove_orphans(parent: Path) -> None:
+    """Remove the scratch directories under ``parent`` whose process no longer runs (a
+    server killed before it could stop Spark). Another live server's are kept."""
+    for path in parent.glob("difflow-spark-*-*"):
+        pid = path.name.split("-")[2]
+        if pid.isdigit() and pid != str(os.getpid()) and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _local_conf(settings: SparkSettings, scratch: Path) -> dict[str, str]:

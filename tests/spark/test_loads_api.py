@@ -557,12 +557,14 @@ def test_table_recreated_under_a_running_load_fails_it(
     client: httpx.Client, big_parquet: str, name: str, columns: str
 ) -> None:
     """A table made again under the name is another table, whatever its columns (as for a
-    write that arrived before the drop): the load into the dropped one fails, not_found."""
+    write that arrived before the drop): the load into the dropped one fails, not_found, as
+    the drop answers (audit 105: it read on to the source's end first)."""
     cols = [("k", "int"), ("v", "string")]
     make_table(client, name, cols)
     load_id = start_load(client, name, {"source": {"path": big_parquet}})
     wait_running_with_rows(client, load_id)
     assert client.delete(f"/v1/tables/{name}").status_code == 204
+    assert client.get(f"/v1/loads/{load_id}").json()["state"] == "failed"
     make_table(client, name, cols if columns == "same" else [*cols, ("w", "int")])
     status = wait_load(client, load_id)
     assert status["state"] == "failed" and status["error"]["code"] == "not_found", status
@@ -573,9 +575,9 @@ def test_table_recreated_under_a_running_load_fails_it(
 def test_a_load_queued_for_a_dropped_table_reads_nothing(
     client: httpx.Client, big_parquet: str, name: str
 ) -> None:
-    """A load still queued when its table is dropped fails once its turn comes, before
-    Spark reads a row (audit 85: it read the whole source first, then said the table was
-    dropped while it ran); the one running then fails as it did."""
+    """A load still queued when its table is dropped fails with the drop, before Spark
+    reads a row (audit 85: it read the whole source first, then said the table was dropped
+    while it ran); so does the one running then."""
     cols = [("k", "int"), ("v", "string")]
     make_table(client, name, cols)
     first = start_load(client, name, {"source": {"path": big_parquet}})
@@ -583,6 +585,10 @@ def test_a_load_queued_for_a_dropped_table_reads_nothing(
     second = start_load(client, name, {"source": {"path": big_parquet}})
     assert client.get(f"/v1/loads/{second}").json()["state"] == "queued"
     assert client.delete(f"/v1/tables/{name}").status_code == 204
+    assert [client.get(f"/v1/loads/{i}").json()["state"] for i in (first, second)] == [
+        "failed",
+        "failed",
+    ]
     make_table(client, name, cols)
     for load_id, when in ((first, "while the load ran"), (second, "before the load began")):
         status = wait_load(client, load_id)

@@ -67,6 +67,30 @@ def test_a_relative_data_dir_gives_absolute_spark_files(
     assert Settings.from_env(data_dir="rel").data_dir == tmp_path / "rel"
 
 
+def test_a_killed_servers_scratch_dir_is_removed_at_the_next_start(tmp_path: Path) -> None:
+    """A server killed before it stopped Spark leaves its scratch directory (audit 105); the
+    next session's start removes those whose process is gone, and keeps a live one's."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        parent = tmp_path / "spark"
+        parent.mkdir()
+        orphan = parent / f"difflow-spark-{gone.pid}-x1"
+        kept = parent / f"difflow-spark-{live.pid}-x2"
+        other = parent / "difflow-spark-notes"
+        for path in (orphan, kept, other):
+            (path / "local").mkdir(parents=True)
+        scratch = session._scratch_dir(tmp_path)
+        assert scratch.name.startswith(f"difflow-spark-{os.getpid()}-")
+        assert sorted(p.name for p in parent.iterdir()) == sorted(
+            [kept.name, other.name, scratch.name]
+        )
+    finally:
+        live.kill()
+        live.wait()
+
+
 @pytest.mark.spark
 def test_one_session_for_all_threads(spark: Any) -> None:
     seen: list[Any] = []
