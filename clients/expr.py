@@ -199,26 +199,40 @@ def _finite(value: float) -> float:
     return value
 
 
+def name_of(value: Any, what: str) -> str:
+    """``value``, which must be a ``str`` (a column, table, view, var or function name):
+    anything else would reach the server as another node (``col(3)`` as the literal 3)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} is a str, not {type(value).__name__} {value!r}")
+    return value
+
+
 def col(name: str) -> Col:
     """The column ``name`` (``"left.x"`` / ``"right.x"`` name a join side's column)."""
-    return Col(name)
+    return Col(name_of(name, "a column name"))
 
 
 def lit(value: bool | int | float | str) -> Value:
     """Any literal, written ``{"lit": value}``; the way to put a string constant in a plan."""
-    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
-        value = _finite(float(value))  # numpy floats included
-    return Value(value, boxed=True)
+    if isinstance(value, (bool, np.bool_)):
+        return Value(bool(value), boxed=True)
+    if isinstance(value, numbers.Integral):
+        return Value(int(value), boxed=True)
+    if isinstance(value, numbers.Real):
+        return Value(_finite(float(value)), boxed=True)  # numpy floats included
+    if isinstance(value, str):
+        return Value(value, boxed=True)
+    raise TypeError(f"a literal is a bool, int, float or str, not {type(value).__name__} {value!r}")
 
 
 def fn(name: str, *args: ExprLike) -> Call:
     """A call of the server function ``name`` (``abs``, ``min``, ``length``, ``hash``, ...)."""
-    return Call(name, tuple(to_expr(a) for a in args))
+    return Call(name_of(name, "a function name"), tuple(to_expr(a) for a in args))
 
 
 def cast(value: ExprLike, to: str) -> Call:
     """``value`` converted to column type ``to``: ``{"fn": "cast", "args": [v], "to": to}``."""
-    return Call("cast", (to_expr(value),), to)
+    return Call("cast", (to_expr(value),), name_of(to, "a cast's type"))
 
 
 def if_(condition: ExprLike, then: ExprLike, otherwise: ExprLike) -> Call:

@@ -20,12 +20,15 @@ are literals, ``lit("...")`` is a string literal.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, TypeAlias
 
-from clients.expr import Expr, ExprLike, to_expr
+import numpy as np
+
+from clients.expr import Expr, ExprLike, name_of, to_expr
 
 __all__ = [
     "Aggregate",
@@ -95,7 +98,7 @@ class Plan:
 
     def select(self, columns: Mapping[str, ExprLike] | None = None, /, **named: ExprLike) -> Plan:
         """Map each row to ``{out: EXPR}``, given as a mapping, as keywords, or both."""
-        exprs = {out: to_expr(e) for out, e in _merge(columns, named).items()}
+        exprs = {_out(out): to_expr(e) for out, e in _merge(columns, named).items()}
         return _node("select", input=self, columns=exprs)
 
     def filter(self, where: ExprLike) -> Plan:
@@ -110,6 +113,7 @@ class Plan:
 
     def flat_map(self, as_: str, start: ExprLike, stop: ExprLike) -> Plan:
         """One row per integer ``as_`` in ``[start, stop)``, with the input's columns."""
+        as_ = name_of(as_, "flat_map's as")
         fields = {"input": self, "as": as_, "start": to_expr(start), "stop": to_expr(stop)}
         return _node("flat_map", **fields)
 
@@ -134,11 +138,12 @@ class Plan:
         of left columns plus right non-key columns."""
         if how not in ("inner", "semi", "anti"):
             raise ValueError(f"how must be inner, semi or anti, not {how!r}")
-        fields: dict[str, Any] = {"left": self, "right": other, "on": _join_keys(on)}
+        right = _plan(other, "a join's other side")
+        fields: dict[str, Any] = {"left": self, "right": right, "on": _join_keys(on)}
         if how != "inner":
             fields["how"] = how
         if columns is not None:
-            fields["columns"] = {out: to_expr(e) for out, e in columns.items()}
+            fields["columns"] = {_out(out): to_expr(e) for out, e in columns.items()}
         return _node("join", **fields)
 
     def semijoin(self, other: Plan, on: JoinKey | Sequence[JoinKey]) -> Plan:
@@ -159,7 +164,15 @@ class Plan:
     ) -> Plan:
         """Group by ``by`` and compute ``{out: aggregate}`` (a mapping, keywords, or both)."""
         columns = _columns(by)
-        return _node("reduce", input=self, by=columns, aggregates=_merge(aggregates, named))
+        merged = _merge(aggregates, named)
+        for out, aggregate in merged.items():
+            _out(out)
+            if not isinstance(aggregate, Aggregate):
+                raise TypeError(
+                    f"aggregate {out!r} is an Aggregate (count(), sum_(...), ...), not "
+                    f"{type(aggregate).__name__} {aggregate!r}"
+                )
+        return _node("reduce", input=self, by=columns, aggregates=merged)
 
     def distinct(self) -> Plan:
         """Each present row once."""
@@ -167,35 +180,41 @@ class Plan:
 
     def threshold(self, at_least: int) -> Plan:
         """Each row once if its count is at least ``at_least``."""
-        return _node("threshold", input=self, at_least=at_least)
+        return _node("threshold", input=self, at_least=_int(at_least, "threshold's at_least"))
 
     def top_k(
         self,
         k: int,
         *,
         by: str | Sequence[str] = (),
-        order_by: str | Mapping[str, Any] | Sequence[OrderKey] = (),
+        order_by: OrderKey | Sequence[OrderKey] = (),
     ) -> Plan:
-        """The first ``k`` rows per ``by`` group in ``order_by`` order: each key a column
-        (ascending), ``(column, descending)`` or API.md's ``{"col", "desc"?}``."""
-        keys: Sequence[OrderKey] = [order_by] if isinstance(order_by, (str, Mapping)) else order_by
+        """The first ``k`` rows per ``by`` group in ``order_by`` order: one key or a list of
+        them, each a column (ascending), ``(column, descending)`` or API.md's
+        ``{"col", "desc"?}``."""
+        one = isinstance(order_by, (str, Mapping)) or (
+            isinstance(order_by, tuple)
+            and len(order_by) == 2
+            and isinstance(order_by[1], (bool, np.bool_))
+        )
+        keys: list[Any] = [order_by] if one else list(order_by)
         order = [_order_key(key) for key in keys]
-        return _node("top_k", input=self, by=_columns(by), order_by=order, k=k)
+        return _node("top_k", input=self, by=_columns(by), order_by=order, k=_int(k, "top_k's k"))
 
 
 def table(name: str) -> Plan:
     """A table's collection."""
-    return _node("table", name=name)
+    return _node("table", name=name_of(name, "a table name"))
 
 
 def view(name: str) -> Plan:
     """A view's collection."""
-    return _node("view", name=name)
+    return _node("view", name=name_of(name, "a view name"))
 
 
 def var(name: str) -> Plan:
     """An ``iterate`` variable, read inside the iterate's bodies."""
-    return _node("var", name=name)
+    return _node("var", name=name_of(name, "a var name"))
 
 
 def concat(*plans: Plan | Sequence[Plan]) -> Plan:
@@ -217,9 +236,13 @@ def iterate(
 ) -> Plan:
     """The fixed point of ``body`` from ``vars``: each var starts as its plan and all are
     replaced together by their bodies until nothing changes (or ``max_iterations`` times)."""
-    fields: dict[str, Any] = {"vars": dict(vars), "body": dict(body), "result": result}
+    fields: dict[str, Any] = {
+        "vars": {name_of(k, "a var name"): _plan(p, f"var {k!r}") for k, p in vars.items()},
+        "body": {name_of(k, "a var name"): _plan(p, f"body {k!r}") for k, p in body.items()},
+        "result": name_of(result, "iterate's result"),
+    }
     if max_iterations is not None:
-        fields["max_iterations"] = max_iterations
+        fields["max_iterations"] = _int(max_iterations, "iterate's max_iterations")
     return _node("iterate", **fields)
 
 
@@ -258,7 +281,24 @@ def _columns(names: str | Sequence[str]) -> list[str]:
     """Column names: a bare ``str`` is one column (not its letters)."""
     if isinstance(names, str):
         return [names]
-    return [str(n) for n in names]
+    return [name_of(n, "a column name") for n in names]
+
+
+def _out(name: Any) -> str:
+    return name_of(name, "an output column's name")
+
+
+def _plan(value: Any, what: str) -> Plan:
+    if not isinstance(value, Plan):
+        raise TypeError(f"{what} is a Plan, not {type(value).__name__} {value!r}")
+    return value
+
+
+def _int(value: Any, what: str) -> int:
+    """An integer field (``k``, ``at_least``, ``max_iterations``); bools are not."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} is an int, not {type(value).__name__} {value!r}")
+    return int(value)
 
 
 def _join_keys(on: JoinKey | Sequence[JoinKey]) -> list[list[str]]:
@@ -273,19 +313,26 @@ def _join_keys(on: JoinKey | Sequence[JoinKey]) -> list[list[str]]:
     for key in keys:
         if isinstance(key, str):
             pairs.append([key, key])
-        elif len(key) == 2:
-            pairs.append([str(key[0]), str(key[1])])
+        elif isinstance(key, Sequence) and len(key) == 2:
+            pairs.append([name_of(key[0], "a join key"), name_of(key[1], "a join key")])
         else:
             raise ValueError(f"a join key is a column name or a (left, right) pair, not {key!r}")
     return pairs
 
 
-def _order_key(key: OrderKey) -> dict[str, Any]:
+def _order_key(key: Any) -> dict[str, Any]:
     if isinstance(key, str):
         return {"col": key}
     if isinstance(key, Mapping):  # API.md's own form
         if set(key) - {"col", "desc"} or not isinstance(key.get("col"), str):
             raise ValueError(f'an order key is {{"col": name, "desc"?: bool}}, not {key!r}')
         return {"col": key["col"], "desc": True} if key.get("desc") else {"col": key["col"]}
-    name, descending = key
+    if not isinstance(key, Sequence) or len(key) != 2:
+        raise ValueError(
+            f"an order key is a column name or a (column, descending) pair, not {key!r}"
+        )
+    name, descending = key[0], key[1]
+    name_of(name, "an order key's column")
+    if not isinstance(descending, (bool, np.bool_)):
+        raise TypeError(f"an order key's descending flag is a bool, not {descending!r}")
     return {"col": name, "desc": True} if descending else {"col": name}

@@ -7,6 +7,7 @@ JSON arrays and numbers). The server URL comes from the caller, else ``DIFFLOW_U
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
@@ -81,13 +82,54 @@ def format_time(time: Time) -> str:
 
 def dumps(value: Any) -> bytes:
     """``value`` as JSON bytes (numpy arrays, including strided slices, as lists); a value
-    JSON cannot carry (an int beyond 64 bits, an object) is an ``InvalidError``."""
+    JSON cannot carry (an int beyond 64 bits, an object, a NaN or infinity) is an
+    ``InvalidError``. orjson writes NaN and infinities as ``null``: where the text has a
+    null, the value is searched for one (``not_finite``, ``detail.path`` naming it)."""
     try:
-        return orjson.dumps(value, default=_numpy_default, option=orjson.OPT_SERIALIZE_NUMPY)
+        text = orjson.dumps(value, default=_numpy_default, option=orjson.OPT_SERIALIZE_NUMPY)
     except orjson.JSONEncodeError as exc:
         raise InvalidError(
             f"a value cannot be sent as JSON: {exc}", status=422, code="invalid_value"
         ) from exc
+    if b"null" in text:
+        path = _non_finite(value, "")
+        if path is not None:
+            raise InvalidError(
+                f"{path or 'the value'}: a NaN or infinity cannot be sent (JSON has neither; "
+                "it would arrive as null)",
+                status=422,
+                code="not_finite",
+                detail={"path": path},
+            )
+    return text
+
+
+def _non_finite(value: Any, path: str) -> str | None:
+    """The path (``updates.0.insert.3.1``) of the first NaN or infinity in ``value``."""
+    if isinstance(value, (float, np.floating)):
+        return None if math.isfinite(value) else path
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "fcO":
+            return None
+        if value.dtype.kind != "O":
+            bad = np.argwhere(~np.isfinite(value))
+            return None if not bad.size else _join(path, *(int(i) for i in bad[0]))
+        return _non_finite(value.tolist(), path)
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _non_finite(item, _join(path, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _join(path: str, *keys: Any) -> str:
+    return ".".join([path, *map(str, keys)] if path else map(str, keys))
 
 
 def _numpy_default(value: Any) -> Any:

@@ -27,6 +27,7 @@ from clients import (
     col,
     table,
 )
+from clients.websocket import encode_frame
 from tests.clients.doubles import Exchange, answer, body_of
 
 URL = "http://difflow.test:9000"
@@ -282,6 +283,35 @@ def test_what_cannot_be_sent_is_a_difflow_error(exchange: Exchange, call: Call) 
         Client("http://[::1")
     assert caught.value.message.startswith("bad URL 'http://[::1'")
     assert exchange.requests == []
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"updates": [{"insert": {"src": 1, "w": float("nan")}}]}, "updates.0.insert.w"),
+        ({"updates": [{"insert": [3, -float("inf")]}, {"delete": [1, 2]}]}, "updates.0.insert.1"),
+        ({"columns": {"src": np.array([1, 2]), "w": np.array([0.5, np.inf])}}, "columns.w.1"),
+    ],
+)
+def test_a_nan_or_infinity_is_refused_before_it_is_sent(
+    exchange: Exchange, call: Call, body: Any, path: str
+) -> None:
+    """orjson writes NaN and infinities as null, which the server took for a null (audit
+    109); the client now refuses them, naming where."""
+    with pytest.raises(InvalidError) as caught:
+        call("write", "t", **body)
+    assert caught.value.code == "not_finite" and caught.value.detail == {"path": path}
+    assert caught.value.message.startswith(f"{path}: a NaN or infinity cannot be sent")
+    assert exchange.requests == []
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"write": "w-1", "outputs": {}}))
+    call("write", "t", [{"insert": {"src": 1, "w": None}}])  # a null is sent as one
+    assert body_of(exchange.requests[0])["updates"] == [{"insert": {"src": 1, "w": None}}]
+
+
+def test_a_websocket_frame_with_a_nan_is_refused() -> None:
+    with pytest.raises(InvalidError) as caught:
+        encode_frame({"updates": [{"insert": [float("nan")]}]}, 1)
+    assert caught.value.detail == {"path": "updates.0.insert.0"}
 
 
 def test_a_closed_client_says_so(exchange: Exchange) -> None:

@@ -303,3 +303,72 @@ def test_plans_are_immutable_and_render_fresh_json() -> None:
         base.op = "filter"  # type: ignore[misc]
     with pytest.raises(TypeError):
         base.fields["input"] = table("u")  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda: col(3), "a column name is a str, not int 3"),
+        (lambda: table(None), "a table name is a str"),
+        (lambda: view(b"v"), "a view name is a str"),
+        (lambda: var(1), "a var name is a str"),
+        (lambda: fn(len, "x"), "a function name is a str"),
+        (lambda: cast("x", int), "a cast's type is a str"),
+        (lambda: col("x").cast(float), "a cast's type is a str"),
+        (lambda: lit(None), "a literal is a bool, int, float or str, not NoneType"),
+        (lambda: lit([1]), "a literal is a bool"),
+        (lambda: table("t").select({1: "a"}), "an output column's name is a str"),
+        (lambda: table("t").flat_map(as_=0, start=0, stop=1), "flat_map's as is a str"),
+        (lambda: table("t").join("u", on="k"), "a join's other side is a Plan, not str"),
+        (lambda: table("t").join(table("u"), on=[("k", 1)]), "a join key is a str"),
+        (lambda: table("t").join(table("u"), on=[7]), "a join key is a column name or"),
+        (
+            lambda: table("t").join(table("u"), on="k", columns={2: "left.k"}),
+            "an output column's name",
+        ),
+        (lambda: table("t").reduce(by=[1], n=count()), "a column name is a str, not int 1"),
+        (lambda: table("t").reduce(by="k", n="count"), "aggregate 'n' is an Aggregate"),
+        (lambda: table("t").reduce({5: count()}, by="k"), "an output column's name"),
+        (lambda: table("t").threshold("2"), "threshold's at_least is an int, not str"),
+        (lambda: table("t").threshold(True), "threshold's at_least is an int, not bool"),
+        (lambda: table("t").top_k(1.5, order_by="a"), "top_k's k is an int, not float"),
+        (lambda: table("t").top_k(1, order_by=[(3, True)]), "an order key's column is a str"),
+        (lambda: table("t").top_k(1, order_by=[("a", "yes")]), "descending flag is a bool"),
+        (lambda: table("t").top_k(1, order_by=[4]), "an order key is a column name or a"),
+        (
+            lambda: iterate(vars={"r": "t"}, body={"r": var("r")}, result="r"),
+            "var 'r' is a Plan, not str",
+        ),
+        (
+            lambda: iterate(vars={"r": table("t")}, body={"r": None}, result="r"),
+            "body 'r' is a Plan",
+        ),
+        (
+            lambda: iterate(vars={"r": table("t")}, body={"r": var("r")}, result=0),
+            "iterate's result is a str",
+        ),
+        (
+            lambda: iterate(
+                vars={"r": table("t")}, body={"r": var("r")}, result="r", max_iterations="9"
+            ),
+            "iterate's max_iterations is an int",
+        ),
+    ],
+)
+def test_the_builder_refuses_what_would_reach_the_server_as_another_plan(
+    build: Any, match: str
+) -> None:
+    """A name given as a non-str, an int field as a str or bool, a non-plan as a plan: each
+    refused as it is built (audit 109: ``col(3)`` went out as the literal 3, ``by=[1]`` as
+    the column "1")."""
+    with pytest.raises((TypeError, ValueError), match=match):
+        build()
+
+
+def test_builder_takes_numpy_ints_for_int_fields() -> None:
+    plan = table("t").top_k(np.int64(2), order_by=("a", np.bool_(True))).threshold(np.int32(1))
+    pair = table("t").top_k(1, order_by=[("a", True), "b"]).to_json()["order_by"]
+    assert pair == [{"col": "a", "desc": True}, {"col": "b"}]
+    assert plan.to_json()["at_least"] == 1 and plan.to_json()["input"]["k"] == 2
+    assert plan.to_json()["input"]["order_by"] == [{"col": "a", "desc": True}]
+    assert json.dumps(lit(np.int64(4)).to_json()) == '{"lit": 4}'
