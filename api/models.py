@@ -115,6 +115,7 @@ class WritePending(Strict):
     status: Literal["pending"]
     times: list[Time] = []
     frontier: list[Time] = []
+    failed_views: dict[str, str] | None = None  # views the write made fail already, and why
 
 
 class ViewCreate(Strict):

@@ -86,13 +86,20 @@ class WriteCommand:
             self.stepped.set_result(body)
 
     def pending_body(self, frontier: list[Any]) -> dict[str, Any]:
+        """The answer while pending; ``failed_views`` once a view it waits on has failed
+        (the views a client-timed write makes fail fail in its own step, long before the
+        frontier lets it finish)."""
         times = self.staged.times if self.staged is not None else []
-        return {
+        body: dict[str, Any] = {
             "token": self.token,
             "times": [t[0] if len(t) == 1 else list(t) for t in times],
             "frontier": frontier,
             "status": "pending",
         }
+        failed = dict(self.failed_views)
+        if failed:
+            body["failed_views"] = failed
+        return body
 
 
 class CompletionStore:

@@ -384,6 +384,19 @@ def test_ls_shows_tables_and_views(server: Server, api: Client) -> None:
     assert (view["inputs"], view["rows"], view["query"]) == (["ls_t"], 2, count_plan("ls_t", ["b"]))
 
 
+def test_a_client_timed_push_names_the_view_it_made_fail_while_pending(
+    server: Server, api: Client
+) -> None:
+    """Audit 108: the write's answer was pending, without the failure, so push exited 0, and
+    so did the push that later moved the frontier."""
+    api.create_table("fp_t", {"n": "int"}, timing="client")
+    plan = {"op": "flat_map", "input": {"op": "table", "name": "fp_t"}, "as": "i"}
+    api.create_view("fp_v", {**plan, "start": 0, "stop": "n"})
+    done = run(server, "push", "fp_t", "--time", "5", stdin='{"n": 1000000000}\n', exit_code=1)
+    assert done.stdout.rstrip().endswith("1 write pending until the frontier moves")
+    assert done.stderr.startswith("error: view fp_v failed: LimitError"), done.stderr
+
+
 def test_a_view_that_fails_is_reported_by_push_ls_and_subscribe(
     server: Server, api: Client
 ) -> None:

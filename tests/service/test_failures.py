@@ -483,6 +483,36 @@ def test_a_flat_map_over_a_huge_range_fails_its_view_clearly(tmp_path) -> None: 
         assert row_counts(c, "plain") == {(("a", 0), ("b", 2**62)): 1}
 
 
+def test_a_pending_write_says_which_views_it_made_fail(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A client-timed write's step makes a view fail long before the frontier lets the write
+    finish: its pending answer, its pending completion and a pending WebSocket ack already
+    name the view (audit 108: only the final completion did, which `push` never asked for
+    once another push had moved the frontier, and it exited 0)."""
+    span = {"op": "flat_map", "input": {"op": "table", "name": "ct"}, "as": "i"}
+    with running_server(tmp_path) as s, s.client() as c:
+        make_table(c, "ct", [("n", "int")], timing="client")
+        make_view(c, "big", {**span, "start": 0, "stop": "n"})
+        make_view(c, "ok", {"op": "table", "name": "ct"})
+        r = c.post(
+            "/v1/tables/ct/updates", json={"updates": [{"insert": {"n": 10**10}}], "time": 5}
+        )
+        assert r.status_code == 202, r.text
+        pending = r.json()
+        assert pending["status"] == "pending" and list(pending["failed_views"]) == ["big"]
+        assert pending["failed_views"]["big"].startswith("LimitError: flat_map")
+        again = c.get(f"/v1/completions/{pending['token']}")
+        assert again.status_code == 202 and again.json() == pending
+        with connect(f"{s.ws_url}/v1/tables/ct/updates", open_timeout=60) as ws:
+            ws.send(json.dumps({"id": 1, "updates": [{"insert": {"n": 1}}], "time": 6}))
+            ack = json.loads(ws.recv(timeout=60))
+        assert ack["status"] == "pending" and "failed_views" not in ack, ack  # failed before
+        r = c.post("/v1/tables/ct/updates", json={"updates": [], "advance_to": 7})
+        assert r.status_code == 200 and "failed_views" not in r.json()
+        done = c.get(f"/v1/completions/{pending['token']}").json()
+        assert done["status"] == "done" and done["failed_views"] == pending["failed_views"]
+        assert done["outputs"] == {"ok": [{"data": {"n": 10**10}, "time": 5, "diff": 1}]}
+
+
 def test_a_plan_reading_a_failed_view_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A view over a failed view would never move (the failed dataflow left the engine), and
     every later write to the tables beneath would wait on it: it is refused, and writes go
