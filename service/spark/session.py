@@ -41,6 +41,7 @@ DEFAULT_BATCH_ROWS = 65_536
 
 # Quiet log4j2 config for the driver JVM. The PythonGatewayServer logger is the one Spark
 # compares with the root level to decide whether to print "Setting default log level".
+# ``trace``: how much of an exception's Java stack to print (``_trace``).
 _LOG4J2 = """\
 rootLogger.level = {level}
 rootLogger.appenderRef.stderr.ref = console
@@ -48,7 +49,7 @@ appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex{{{trace}}}
 logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.gateway.level = {level}
 """
@@ -238,9 +239,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _trace(level: str) -> str:
+    """Java stack lines per logged exception: at the quiet levels (ERROR and above) its first
+    3, as a source a load cannot read makes Spark log its task's failure at ERROR, 26-81 lines
+    of stack each time (audit 105), which the load's own error already says; in full when
+    asked for more (WARN and below)."""
+    return "3" if level in ("OFF", "FATAL", "ERROR") else "full"
+
+
 def _local_conf(settings: SparkSettings, scratch: Path) -> dict[str, str]:
     log4j = scratch / "log4j2.properties"
-    log4j.write_text(_LOG4J2.format(level=settings.log_level))
+    log4j.write_text(_LOG4J2.format(level=settings.log_level, trace=_trace(settings.log_level)))
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

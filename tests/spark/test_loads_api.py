@@ -622,6 +622,30 @@ def test_csv_failfast_refuses_extra_fields_whatever_columns_are_mapped(
     assert table_rows(client, name) == 2 and table_rows(client, f"{name}_all") == 0
 
 
+def test_a_source_spark_cannot_read_logs_short_java_traces(
+    server: Server, client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    """Spark logs a failed task at ERROR with its whole Java stack: 46-81 lines in the
+    server's log for each such load (audit 105), whose error the load already gives. At the
+    default level each exception's stack is cut to its first 3 lines."""
+    path = data_dir / f"garbage{next(_names)}.parquet"
+    path.write_bytes(b"PAR1" + bytes(range(256)) * 4 + b"PAR1")
+    make_table(client, name, [("a", "int")])
+    seen = len(server.stderr)
+    status = load(client, name, {"source": {"path": str(path), "format": "parquet"}})
+    assert status["error"]["code"] == "source_unreadable", status
+    deadline = time.monotonic() + 60
+    while not any(" ERROR " in line for line in server.stderr[seen:]):
+        assert time.monotonic() < deadline, "Spark logged no ERROR line"
+        time.sleep(0.2)
+    time.sleep(1)  # the rest of the block
+    run = longest = 0
+    for line in server.stderr[seen:]:
+        run = run + 1 if line.startswith("\tat ") else 0
+        longest = max(longest, run)
+    assert 1 <= longest <= 3, server.stderr[seen:]
+
+
 def test_a_value_the_where_cannot_convert_is_not_a_column_type_error(
     client: httpx.Client, data_dir: Path, name: str
 ) -> None:

@@ -63,6 +63,9 @@ def test_a_relative_data_dir_gives_absolute_spark_files(
     assert scratch.is_absolute() and scratch.parent == tmp_path / "difflow-data" / "spark"
     conf = session._local_conf(SparkSettings(), scratch)
     assert f"file://{scratch}/log4j2.properties" in conf["spark.driver.extraJavaOptions"]
+    assert "%ex{3}" in (scratch / "log4j2.properties").read_text()  # ERROR: short traces
+    session._local_conf(SparkSettings(log_level="WARN"), scratch)
+    assert "%ex{full}" in (scratch / "log4j2.properties").read_text()
     assert Settings().data_dir == tmp_path / "difflow-data"
     assert Settings.from_env(data_dir="rel").data_dir == tmp_path / "rel"
 
