@@ -281,6 +281,8 @@ def _columns(names: str | Sequence[str]) -> list[str]:
     """Column names: a bare ``str`` is one column (not its letters)."""
     if isinstance(names, str):
         return [names]
+    if not isinstance(names, Sequence | np.ndarray):
+        raise TypeError(f"columns are a name or a list of names, not {names!r}")
     return [name_of(n, "a column name") for n in names]
 
 
@@ -307,8 +309,10 @@ def _join_keys(on: JoinKey | Sequence[JoinKey]) -> list[list[str]]:
         isinstance(on, tuple) and len(on) == 2 and all(isinstance(k, str) for k in on)
     ):
         keys: list[Any] = [on]
-    else:
+    elif isinstance(on, Sequence | np.ndarray):
         keys = list(on)
+    else:
+        raise TypeError(f"join keys are a name, a (left, right) pair or a list of them, not {on!r}")
     pairs: list[list[str]] = []
     for key in keys:
         if isinstance(key, str):
@@ -326,7 +330,7 @@ def _order_key(key: Any) -> dict[str, Any]:
     if isinstance(key, Mapping):  # API.md's own form
         if set(key) - {"col", "desc"} or not isinstance(key.get("col"), str):
             raise ValueError(f'an order key is {{"col": name, "desc"?: bool}}, not {key!r}')
-        return {"col": key["col"], "desc": True} if key.get("desc") else {"col": key["col"]}
+        return _order_key((key["col"], key.get("desc", False)))
     if not isinstance(key, Sequence) or len(key) != 2:
         raise ValueError(
             f"an order key is a column name or a (column, descending) pair, not {key!r}"

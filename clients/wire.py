@@ -107,16 +107,17 @@ def dumps(value: Any) -> bytes:
 
 def _all_finite(value: Any) -> bool:
     """Whether ``value`` holds no NaN or infinity: the standard library's C encoder refuses
-    them (a tenth of the time of walking the value in Python, which is left for finding one)."""
+    them (a tenth of the time of walking the value in Python, which is left for finding one,
+    and for values orjson encodes and it cannot: a datetime, a deep nesting)."""
     try:
         json.dumps(value, allow_nan=False, default=_numpy_default)
-    except ValueError:
+    except (ValueError, TypeError, RecursionError):  # or a value json cannot encode: walk it
         return False
     return True
 
 
 def _non_finite(value: Any, path: str) -> str | None:
-    """The path (``updates.0.insert.3.1``) of the first NaN or infinity in ``value``."""
+    """The path (``updates[0].insert[3]``) of the first NaN or infinity in ``value``."""
     if isinstance(value, (float, np.floating)):
         return None if math.isfinite(value) else path
     if isinstance(value, np.ndarray):
@@ -140,7 +141,14 @@ def _non_finite(value: Any, path: str) -> str | None:
 
 
 def _join(path: str, *keys: Any) -> str:
-    return ".".join([path, *map(str, keys)] if path else map(str, keys))
+    """``path`` extended by ``keys`` as the server writes paths: ``updates[3].insert.x``, but
+    list items in a plan (``query.inputs.1``) dotted."""
+    for key in keys:
+        if isinstance(key, int) and path and path != "query" and not path.startswith("query."):
+            path = f"{path}[{key}]"
+        else:
+            path = f"{path}.{key}" if path else str(key)
+    return path
 
 
 def _numpy_default(value: Any) -> Any:
@@ -149,7 +157,8 @@ def _numpy_default(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return np.ascontiguousarray(value).tolist()
     if isinstance(value, np.generic):
-        return value.item()
+        item = value.item()  # a long double's item is itself
+        return float(item) if isinstance(item, np.floating) else item
     raise TypeError(f"cannot send {type(value).__name__} as JSON")
 
 

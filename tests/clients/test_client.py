@@ -6,6 +6,7 @@ Every test runs against both mirrors through the ``call`` fixture, over one Mock
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -288,9 +289,9 @@ def test_what_cannot_be_sent_is_a_difflow_error(exchange: Exchange, call: Call) 
 @pytest.mark.parametrize(
     ("body", "path"),
     [
-        ({"updates": [{"insert": {"src": 1, "w": float("nan")}}]}, "updates.0.insert.w"),
-        ({"updates": [{"insert": [3, -float("inf")]}, {"delete": [1, 2]}]}, "updates.0.insert.1"),
-        ({"columns": {"src": np.array([1, 2]), "w": np.array([0.5, np.inf])}}, "columns.w.1"),
+        ({"updates": [{"insert": {"src": 1, "w": float("nan")}}]}, "updates[0].insert.w"),
+        ({"updates": [{"insert": [3, -float("inf")]}, {"delete": [1, 2]}]}, "updates[0].insert[1]"),
+        ({"columns": {"src": np.array([1, 2]), "w": np.array([0.5, np.inf])}}, "columns.w[1]"),
     ],
 )
 def test_a_nan_or_infinity_is_refused_before_it_is_sent(
@@ -308,10 +309,26 @@ def test_a_nan_or_infinity_is_refused_before_it_is_sent(
     assert body_of(exchange.requests[0])["updates"] == [{"insert": {"src": 1, "w": None}}]
 
 
+def test_the_nan_check_copes_with_values_only_orjson_encodes(
+    exchange: Exchange, call: Call
+) -> None:
+    """The NaN check encodes again with the standard library, which refuses what orjson
+    sends (a datetime): it raised a bare TypeError where a write held a null (review of
+    session 56). A long double is sent as a float (it was refused)."""
+    when = datetime.datetime(2026, 12, 1, tzinfo=datetime.UTC)
+    with pytest.raises(InvalidError) as caught:
+        call("write", "t", [{"insert": {"a": None, "b": when, "c": float("nan")}}])
+    assert caught.value.detail == {"path": "updates[0].insert.c"}
+    exchange.on("POST", "/v1/tables/t/updates", answer(200, {"write": "w-1", "outputs": {}}))
+    call("write", "t", [{"insert": {"a": None, "b": when, "c": np.longdouble(0.5)}}])
+    inserted = body_of(exchange.requests[0])["updates"][0]["insert"]
+    assert inserted == {"a": None, "b": "2026-12-01T00:00:00+00:00", "c": 0.5}
+
+
 def test_a_websocket_frame_with_a_nan_is_refused() -> None:
     with pytest.raises(InvalidError) as caught:
         encode_frame({"updates": [{"insert": [float("nan")]}]}, 1)
-    assert caught.value.detail == {"path": "updates.0.insert.0"}
+    assert caught.value.detail == {"path": "updates[0].insert[0]"}
 
 
 def test_a_closed_client_says_so(exchange: Exchange) -> None:

@@ -335,6 +335,13 @@ def test_plans_are_immutable_and_render_fresh_json() -> None:
         (lambda: table("t").top_k(1, order_by=[(3, True)]), "an order key's column is a str"),
         (lambda: table("t").top_k(1, order_by=[("a", "yes")]), "descending flag is a bool"),
         (lambda: table("t").top_k(1, order_by=[4]), "an order key is a column name or a"),
+        (lambda: table("t").join(table("u"), on=1), "join keys are a name, a"),
+        (lambda: table("t").antijoin(table("u"), on=1), "join keys are a name, a"),
+        (lambda: table("t").reduce(by=1, n=count()), "columns are a name or a list"),
+        (
+            lambda: table("t").top_k(1, order_by={"col": "a", "desc": "yes"}),
+            "descending flag is a bool",
+        ),
         (
             lambda: iterate(vars={"r": "t"}, body={"r": var("r")}, result="r"),
             "var 'r' is a Plan, not str",
