@@ -16,7 +16,9 @@ Invariants of the ``SourceFrame`` returned by ``build_source``:
 
 from __future__ import annotations
 
+import math
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -46,6 +48,10 @@ _CORRUPT_RECORD = "_corrupt_record"
 _TRAILING = re.compile(r"[\s;]+\Z")  # semicolons and blanks ending a query
 
 _T = TypeVar("_T")
+_PARTITION_BYTES = 32 * 2**20  # as spark.sql.files.maxPartitionBytes (session.py)
+_MAX_PARTITIONS = 4096
+_LEAF_PARALLELISM = "spark.sql.leafNodeDefaultParallelism"
+_PLANNING = threading.Lock()  # one load at a time plans with a raised leaf parallelism
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,7 @@ def build_source(
     ]
     read = df
     df = _translated(lambda: _analysed(df.select(*projection)), load.source, what)
+    df = _bounded_partitions(df)
     texts = [f"where {load.where!r}"] if load.where is not None else []
     if isinstance(load.source, SqlSource):
         texts.append("sql query")
@@ -154,6 +161,52 @@ def _analysed(df: DataFrame) -> DataFrame:
     Connect analyses lazily and may even derive a schema on the client, so ask the server."""
     if not is_classic(df):
         df.semanticHash()
+    return df
+
+
+def _bounded_partitions(df: DataFrame) -> DataFrame:
+    """``df``, planned so that a ``range()`` in it makes no partition much over
+    ``_PARTITION_BYTES`` by Spark's own size estimate.
+
+    The driver holds a whole partition while Python reads it. Files are split to that size
+    (``spark.sql.files.maxPartitionBytes``), but a ``range()`` has as many partitions as
+    cores however many rows it makes (audit 112: 20M rows in 2 ran the driver out of heap).
+    A ``range()`` that leaves its partitions to Spark is planned with more of them, at no
+    cost; one that names its partitions is shuffled into more (about 3x slower to read, but
+    read). Spark Connect plans are left as they are (no plan statistics on the client)."""
+    if not is_classic(df):
+        return df
+    execution = df._jdf.queryExecution()
+    plan = execution.optimizedPlan()
+    row_bytes = 8 + int(plan.schema().defaultSize())  # Spark's own estimate of a row
+    leaves = plan.collectLeaves()
+    ranges = [
+        leaf
+        for leaf in (leaves.apply(i) for i in range(leaves.size()))
+        if leaf.getClass().getSimpleName() == "Range"
+    ]
+    if not ranges:
+        return df
+    slices = [leaf.numSlices().get() if leaf.numSlices().isDefined() else None for leaf in ranges]
+    rows = max(int(leaf.numElements()) for leaf in ranges)
+    wanted = min(math.ceil(rows * row_bytes / _PARTITION_BYTES), _MAX_PARTITIONS)
+    if any(n is not None and n < wanted for n in slices):
+        return df.repartition(wanted)
+    spark = df.sparkSession
+    with _PLANNING:
+        previous = spark.conf.get(_LEAF_PARALLELISM, None)
+        if wanted <= int(previous or spark.sparkContext.defaultParallelism):
+            return df
+        # The physical plan, made now, keeps the slice count (read from the session's
+        # conf when the plan is made) for the load's own run.
+        spark.conf.set(_LEAF_PARALLELISM, str(wanted))
+        try:
+            execution.executedPlan()
+        finally:
+            if previous is None:
+                spark.conf.unset(_LEAF_PARALLELISM)
+            else:
+                spark.conf.set(_LEAF_PARALLELISM, previous)
     return df
 
 

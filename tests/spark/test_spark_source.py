@@ -154,6 +154,36 @@ def test_table_and_temp_view_and_sql_sources(spark: Any, load: Any) -> None:
         spark.catalog.dropTempView("edges_view")
 
 
+def partitions(frame: Any) -> int:
+    """How many partitions the load will read (planning only: a range runs no job)."""
+    return int(frame.df._jdf.queryExecution().executedPlan().execute().getNumPartitions())
+
+
+def test_a_big_range_is_planned_in_partitions_the_driver_can_hold(spark: Any, plan: Any) -> None:
+    """A range() had as many partitions as cores whatever its size, and the driver holds a
+    partition whole: 20M rows in 2 ran it out of heap (audit 112). Now about 32 MiB each by
+    Spark's row size estimate (8 + 8 + 8 bytes here), with or without slices named."""
+    wanted = -(-20_000_000 * 24 // 2**25)
+    for sql in ["range(0, 20000000)", "range(0, 20000000, 1, 1)"]:
+        query = f"SELECT id AS src, id % 7 AS dst FROM {sql}"
+        assert partitions(plan({"source": {"sql": query}}, EDGES)) == wanted, sql
+    small = plan({"source": {"sql": "SELECT id AS src, 1 AS dst FROM range(0, 1000)"}}, EDGES)
+    assert partitions(small) == spark.sparkContext.defaultParallelism
+    assert spark.conf.get("spark.sql.leafNodeDefaultParallelism", None) is None
+
+
+@pytest.mark.parametrize("slices", ["", ", 1, 1"])
+def test_a_range_spread_over_more_partitions_loads_every_row(
+    load: Any, monkeypatch: pytest.MonkeyPatch, slices: str
+) -> None:
+    monkeypatch.setattr("service.spark.source._PARTITION_BYTES", 2**16)
+    query = f"SELECT id AS src, id % 7 AS dst FROM range(0, 50000{slices})"
+    out = load({"source": {"sql": query}}, EDGES)
+    order = np.argsort(out["src"])
+    assert out["src"][order].tolist() == list(range(50_000))
+    assert out["dst"][order].tolist() == [i % 7 for i in range(50_000)]
+
+
 def test_missing_path_names_it(plan: Any, tmp_path: Any) -> None:
     missing = str(tmp_path / "nope" / "edges.parquet")
     error = load_error(plan, {"source": {"path": missing}}, EDGES)
