@@ -89,37 +89,41 @@ def is_classic(df: DataFrame) -> bool:
 def _classic_batches(
     df: DataFrame, kinds: Sequence[str], max_records: int, job_tag: str | None
 ) -> Iterator[pa.RecordBatch]:
-    from py4j.protocol import Py4JError
+    from py4j.protocol import Py4JError, Py4JJavaError
     from pyspark.serializers import NoOpSerializer
     from pyspark.util import _local_iterator_from_socket
 
     spark = df.sparkSession
     jdf: Any = df._jdf
+    context = spark.sparkContext
+    jvm: Any = context._jvm
+    if job_tag is not None:
+        # Job tags are thread-local properties. Planning the RDD runs jobs of its own under
+        # adaptive execution (a shuffle's map stage, on this thread: a cancel must reach
+        # them too), and the serving thread started by toLocalIteratorAndServe inherits a
+        # copy, so the tag can leave this (pinned) thread right after.
+        context.addJobTag(job_tag)
     try:
-        timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-        jrdd = jdf.toArrowBatchRdd(max_records, timezone, False, False)
-        large_strings = False
-    except Py4JError:  # pyspark 3.5: only the variant that reads the session conf
-        jrdd = jdf.toArrowBatchRdd()
-        large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
-        large_strings = (large or "").lower() == "true"
+        try:
+            timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+            jrdd = jdf.toArrowBatchRdd(max_records, timezone, False, False)
+            large_strings = False
+        except Py4JError as exc:  # pyspark 3.5: only the variant that reads the session conf
+            if isinstance(exc, Py4JJavaError):  # the variant ran and failed (or was cancelled)
+                raise
+            jrdd = jdf.toArrowBatchRdd()
+            large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+            large_strings = (large or "").lower() == "true"
+        sock_info = jvm.PythonRDD.toLocalIteratorAndServe(jrdd, True)
+    finally:
+        if job_tag is not None:
+            context.removeJobTag(job_tag)
     schema = pa.schema(
         [
             (name, arrow_type(kind, large_strings=large_strings))
             for name, kind in zip(df.columns, kinds, strict=True)
         ]
     )
-    context = spark.sparkContext
-    jvm: Any = context._jvm
-    if job_tag is not None:
-        # Job tags are thread-local properties; the serving thread started by the call below
-        # inherits a copy, so the tag can leave this (pinned) thread right after.
-        context.addJobTag(job_tag)
-    try:
-        sock_info = jvm.PythonRDD.toLocalIteratorAndServe(jrdd, True)
-    finally:
-        if job_tag is not None:
-            context.removeJobTag(job_tag)
     payloads = _local_iterator_from_socket(sock_info, NoOpSerializer())
     try:
         for payload in payloads:

@@ -149,6 +149,28 @@ def test_a_cancel_before_the_job_starts_stops_it_when_it_does(plan: Any, delay: 
     assert list(stream_chunks(plan({"source": {"sql": "SELECT 1 AS src"}}, [("src", "int")])))
 
 
+def test_a_cancel_reaches_the_shuffle_spark_runs_while_planning_the_stream(plan: Any) -> None:
+    """Under adaptive execution, making the stream's RDD runs a shuffle's map stage itself,
+    before any partition is served; those jobs went untagged, so a cancel reached nothing and
+    the load (here: 10^13 rows redistributed) ran until the test's timeout, whose interrupt
+    left py4j's connection answering the wrong calls for every later test."""
+    slow = plan(
+        {
+            "source": {
+                "sql": "SELECT id AS src FROM range(0, 10000000000000, 1, 2) DISTRIBUTE BY id"
+            },
+            "where": "src < 0",
+        },
+        [("src", "int")],
+    )
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    with pytest.raises(LoadError) as info:
+        list(stream_chunks(slow, cancel=cancel))
+    assert info.value.code == "cancelled"
+    assert list(stream_chunks(plan({"source": {"sql": "SELECT 1 AS src"}}, [("src", "int")])))
+
+
 def test_the_watchdog_cancels_until_the_stream_stops() -> None:
     cancel = threading.Event()
     calls: list[float] = []
