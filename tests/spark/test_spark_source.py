@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,8 @@ import pyarrow.orc as orc
 import pytest
 
 from service.errors import Invalid, LoadError
+from service.spark import SparkSettings
+from service.spark.session import _local_conf
 
 pytestmark = pytest.mark.spark
 
@@ -170,6 +173,28 @@ def test_a_big_range_is_planned_in_partitions_the_driver_can_hold(spark: Any, pl
     small = plan({"source": {"sql": "SELECT id AS src, 1 AS dst FROM range(0, 1000)"}}, EDGES)
     assert partitions(small) == spark.sparkContext.defaultParallelism
     assert spark.conf.get("spark.sql.leafNodeDefaultParallelism", None) is None
+
+
+def test_a_big_shuffle_is_split_toward_32_mib(spark: Any, plan: Any, tmp_path: Path) -> None:
+    """A GROUP BY or join ran in 4 shuffle partitions, however big: 60M groups made 15M rows
+    a partition and ran the driver out of heap (with 200, they load in 112 s). The server's
+    defaults (this fixture's session keeps 2 for speed) split a shuffle finely and merge it
+    back toward 32 MiB."""
+    defaults = _local_conf(SparkSettings(), tmp_path)
+    keys = ["spark.sql.shuffle.partitions", "spark.sql.adaptive.advisoryPartitionSizeInBytes"]
+    before = {key: spark.conf.get(key) for key in keys}
+    # hashed keys: the shuffle is sized compressed, and counted ids compress to nothing
+    grouped = "SELECT xxhash64(id) AS src, count(*) AS dst FROM range(0, {}) GROUP BY 1"
+    try:
+        for key in keys:
+            spark.conf.set(key, defaults[key])
+        big = partitions(plan({"source": {"sql": grouped.format(12_000_000)}}, EDGES))
+        small = partitions(plan({"source": {"sql": grouped.format(1000)}}, EDGES))
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
+    assert 5 <= big <= 12  # 12M rows of two longs (4 at most before)
+    assert small <= spark.sparkContext.defaultParallelism
 
 
 @pytest.mark.parametrize("slices", ["", ", 1, 1"])
