@@ -105,3 +105,28 @@ def test_a_second_caller_runs_both_halves_itself(monkeypatch: pytest.MonkeyPatch
         release.set()
         first.join(10)
     assert parallel.both(threading.get_ident, threading.get_ident)[1] != threading.get_ident()
+
+
+def test_a_helper_that_stops_watching_still_takes_every_half(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no time to watch its flag (one look), each side sleeps on its lock: the halves
+    still run once each, in order, on two threads, failures included."""
+    monkeypatch.setattr(parallel, "SPIN_MS", 0.0)
+    helper = parallel._Helper()
+    assert helper.looks == 1
+    me = threading.get_ident()
+    for i in range(50):
+        if i % 10 == 0:
+            time.sleep(0.01)  # the helper has long stopped watching: it sleeps on its lock
+        here, there = helper.run(
+            lambda i=i: (i, threading.get_ident()), lambda i=i: (-i, threading.get_ident())
+        )
+        assert here == (i, me) and there[0] == -i and there[1] != me
+
+    def fail() -> int:
+        raise EngineError("late")
+
+    with pytest.raises(EngineError, match="late"):
+        helper.run(int, fail)
+    assert helper.run(lambda: 1, lambda: 2) == (1, 2)
