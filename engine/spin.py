@@ -80,15 +80,20 @@ def publish(flags: np.ndarray, i: int, value: int) -> None:
 
 @njit(cache=True, nogil=True)
 def publish_and_wait(
-    flags: np.ndarray, i: int, value: int, j: int, expect: int, looks: int
+    flags: np.ndarray, i: int, value: int, j: int, expect: int, looks: int, linger: int
 ) -> bool:
     """``flags[i] = value``, then whether ``flags[j]`` reads ``expect`` within ``looks``
-    looks. One call: the interpreter lock is already released when the value appears, so
-    a thread that waited for it takes the lock at once."""
+    looks; once it does, ``linger`` more looks pass before the call returns. One call: the
+    interpreter lock is already released when the value appears, so a thread that waited
+    for it takes the lock at once; the lingering leaves the other thread time to release
+    it in turn (``engine.parallel``)."""
     _store(flags, i, value)
-    for _ in range(looks):  # noqa: SIM110 - a plain loop compiles to the tightest code
+    for _ in range(looks):
         if _load(flags, j) == expect:
-            return True
+            seen = True
+            for _ in range(linger):
+                seen = _load(flags, j) == expect
+            return seen
     return False
 
 

@@ -39,7 +39,7 @@ def test_a_value_published_on_another_thread_is_seen_by_a_waiting_thread() -> No
     assert seen and box == [42]
 
 
-def test_publish_and_wait_publishes_first_then_waits_for_the_answer() -> None:
+def test_publish_and_wait_publishes_first_then_waits_for_the_answer_and_lingers() -> None:
     flags = np.zeros(2, dtype=np.int64)
 
     def answer() -> None:  # answers 2 on flag 1 once it sees 1 on flag 0
@@ -49,13 +49,14 @@ def test_publish_and_wait_publishes_first_then_waits_for_the_answer() -> None:
     t = threading.Thread(target=answer)
     t.start()
     try:
-        assert spin.publish_and_wait(flags, 0, 1, 1, 2, 10_000 * spin.looks_per_ms())
+        assert spin.publish_and_wait(flags, 0, 1, 1, 2, 10_000 * spin.looks_per_ms(), 1000)
     finally:
         t.join(10)
     assert flags.tolist() == [1, 2]
-    assert not spin.publish_and_wait(flags, 0, 3, 1, 4, 100)
+    assert not spin.publish_and_wait(flags, 0, 3, 1, 4, 100, 1000)
     assert flags.tolist() == [3, 2]
 
 
 def test_looks_per_ms_is_a_positive_count() -> None:
     assert spin.looks_per_ms() >= 1
+
