@@ -59,4 +59,3 @@ def test_publish_and_wait_publishes_first_then_waits_for_the_answer_and_lingers(
 
 def test_looks_per_ms_is_a_positive_count() -> None:
     assert spin.looks_per_ms() >= 1
-
