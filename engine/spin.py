@@ -88,13 +88,12 @@ def publish_and_wait(
     for it takes the lock at once; the lingering leaves the other thread time to release
     it in turn (``engine.parallel``)."""
     _store(flags, i, value)
-    for _ in range(looks):
-        if _load(flags, j) == expect:
-            seen = True
-            for _ in range(linger):
-                seen = _load(flags, j) == expect
-            return seen
-    return False
+    if not wait_until(flags, j, expect, looks):
+        return False
+    seen = True
+    for _ in range(linger):  # looks kept (an ordered load is never dropped as unused)
+        seen = _load(flags, j) == expect
+    return seen
 
 
 def looks_per_ms() -> int:
