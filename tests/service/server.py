@@ -1,4 +1,6 @@
-"""A real difflow server for tests: ``python -m api.server`` on a free port, in a subprocess."""
+"""A real difflow server for tests: ``python -m api.server`` on a free port, in a subprocess
+(``running_server``), or an app served by uvicorn in a thread of the test's process
+(``serving_in_thread``), where the test can patch what the server runs."""
 
 from __future__ import annotations
 
@@ -7,12 +9,15 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+import uvicorn
 
 from tests.service.contract import Contract
 
@@ -74,3 +79,24 @@ def running_server(tmp: Path, **settings: object) -> Iterator[Server]:
         drain.join(timeout=5)
         proc.stdout.close()
         proc.stderr.close()
+
+
+@contextmanager
+def serving_in_thread(app: Any, **config: Any) -> Iterator[int]:
+    """``app`` served by uvicorn on a free port, in a thread of this process (``config``: more
+    of ``uvicorn.Config``'s settings); yields the port. The server stops on exit."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", **config)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            time.sleep(0.05)
+        assert server.started, "the server started"
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 import httpx
 import pytest
-import uvicorn
 
 from api.app import create_app
 from service.settings import Settings
 from tests.service.conftest import make_table, write
+from tests.service.server import serving_in_thread
 
 
 def test_requests_are_served_without_a_worker_thread(
@@ -34,29 +32,19 @@ def test_requests_are_served_without_a_worker_thread(
 
     monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
     app = create_app(Settings(data_dir=tmp_path))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(200):
-            if server.started:
-                break
-            time.sleep(0.05)
-        assert server.started, "the server started"
-        port = server.servers[0].sockets[0].getsockname()[1]
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
-            make_table(c, "t", [("x", "int")])
-            r = c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
-            assert r.status_code == 201, r.text
-            write(c, "t", {"updates": [{"insert": {"x": 1}}]})
-            r = c.post("/v1/tables/t/updates", params={"wait": "true"}, json={"updates": []})
-            assert r.status_code == 200, r.text
-            assert c.get("/v1/views/v/rows").status_code == 200
-            assert c.get("/v1/tables").status_code == 200
-            assert c.get("/v1/tables/t").status_code == 200
-            r = c.get("/v1/tables", params={"nope": "1"})
-            assert r.status_code == 422 and r.json()["error"]["detail"] == {"path": "nope"}
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with (
+        serving_in_thread(app) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as c,
+    ):
+        make_table(c, "t", [("x", "int")])
+        r = c.post("/v1/views", json={"name": "v", "query": {"op": "table", "name": "t"}})
+        assert r.status_code == 201, r.text
+        write(c, "t", {"updates": [{"insert": {"x": 1}}]})
+        r = c.post("/v1/tables/t/updates", params={"wait": "true"}, json={"updates": []})
+        assert r.status_code == 200, r.text
+        assert c.get("/v1/views/v/rows").status_code == 200
+        assert c.get("/v1/tables").status_code == 200
+        assert c.get("/v1/tables/t").status_code == 200
+        r = c.get("/v1/tables", params={"nope": "1"})
+        assert r.status_code == 422 and r.json()["error"]["detail"] == {"path": "nope"}
     assert handed == []

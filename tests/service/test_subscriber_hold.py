@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-import uvicorn
 from websockets.sync.client import connect
 
 from api.app import create_app
@@ -23,6 +22,7 @@ from service import runtime as runtime_module
 from service.settings import Settings
 from service.subscriptions import Frames, Subscriber
 from tests.service.conftest import make_table
+from tests.service.server import serving_in_thread
 
 
 def _drain(sub: Subscriber) -> list[dict]:
@@ -136,20 +136,11 @@ def _server_with_a_held_build(
     monkeypatch.setattr(runtime_module, "_snapshot_frames", held)
     app = create_app(Settings(data_dir=tmp_path, **settings))
     protocol = _WebSocketProtocol if ours else "auto"
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", ws=protocol)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(200):
-            if server.started:
-                break
-            time.sleep(0.05)
-        yield app, server.servers[0].sockets[0].getsockname()[1], building, go
-    finally:
-        go.set()
-        server.should_exit = True
-        thread.join(30)
+    with serving_in_thread(app, ws=protocol) as port:
+        try:
+            yield app, port, building, go
+        finally:
+            go.set()  # before the server stops: a build held now would hold its shutdown
 
 
 @pytest.mark.parametrize("ours", [True, False])
