@@ -13,6 +13,11 @@ do the rest, for all touched keys and all their times in one sweep (seed 000, "P
 6. Möbius inversion over each key's grid turns ``E`` into output differences: after them the
    output accumulated at every candidate equals the desired one.
 
+Where the step has one new time and every record of its keys is at or below it (a load, a
+loop round's step during one, single updates of a totally ordered time), that time is each
+key's only candidate: steps 3 and 6 fall away, and step 4 is a consolidation of each key's
+records (``Reduce._update_at``).
+
 Invariant: at every complete time not at or beyond a pending time, the output accumulation
 equals ``kernel(input accumulation)``; pending times are never complete when stored.
 
@@ -108,6 +113,20 @@ def _on_line(h: History, tail: np.ndarray) -> History:
     if keep.all():
         return History(h.owner, h.vals, h.times[:1], h.diffs)
     return History(h.owner[keep], h.vals[:, keep], h.times[:1, keep], h.diffs[keep])
+
+
+def _one_point(times: np.ndarray, inp: History, out: History) -> np.ndarray | None:
+    """The step's one new time ``(d, 1)`` when every new time is that time and every record
+    of its keys, input and output, is at or below it (a load, or single updates of a totally
+    ordered time): then it is every key's only candidate. Else None."""
+    if times.shape[1] == 0:
+        return None
+    t = times[:, :1]
+    if not (times == t).all():
+        return None
+    if not ((inp.times <= t).all() and (out.times <= t).all()):
+        return None
+    return t
 
 
 class Reduce(Operator):
@@ -272,6 +291,10 @@ class Reduce(Operator):
 
         inp = self.source.spine.gather(k_codes, k_keys)
         out = self.spine.gather(k_codes, k_keys)
+        t = _one_point(times, inp, out)
+        if t is not None:
+            self._update_at(k_codes, k_keys, t, inp, out)
+            return
         grid = candidates(
             nkeys,
             owner,
@@ -340,6 +363,38 @@ class Reduce(Operator):
             return
         c, v, diffs = mobius(grid, e_g, e_v, e_c)
         self._emit(k_codes, k_keys, grid, c, v, diffs)
+
+    def _update_at(
+        self, k_codes: np.ndarray, k_keys: np.ndarray, t: np.ndarray, inp: History, out: History
+    ) -> None:
+        """:meth:`_update` where every key's one candidate is ``t`` (``_one_point``): its
+        accumulations there are all its records, no Möbius inversion is needed (a key's
+        correction at its only point is its difference), and nothing becomes pending."""
+        nkeys = k_codes.shape[0]
+        g_in, v_in, c_in = consolidate_rows(inp.owner, inp.vals, inp.diffs)
+        ctx = self.ctx
+        if self.kernel.needs_keys:
+            ctx = KernelContext(ctx.interner, ctx.val_types, k_keys, ctx.key_types)
+        d_g, d_v, d_c = self.kernel.apply(g_in, v_in, c_in, nkeys, ctx)
+        e_g, e_v, e_c = consolidate_rows(
+            np.concatenate([d_g, out.owner]),
+            np.concatenate([d_v, out.vals], axis=1),
+            np.concatenate([d_c, -out.diffs]),
+        )
+        if e_g.shape[0] == 0:
+            return
+        batch = TraceBatch.from_records(
+            self.layout,
+            k_codes[e_g],
+            np.take(k_keys, e_g, axis=1),
+            e_v,
+            np.repeat(t, e_g.shape[0], axis=1),
+            e_c,
+        )
+        if len(batch):
+            self.spine.insert(batch)
+            self.delta = batch
+            self.output = batch.to_updates(self.layout)
 
     def _update_in_parts(
         self,

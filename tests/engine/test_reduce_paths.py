@@ -1208,3 +1208,124 @@ def test_grid_differences_accumulate_to_the_input_at_every_complete_time(case: t
                 and all(a <= b for a, b in zip(out_pts[ci][1], t, strict=True))
             )
             assert present == (1 if sum(want.values()) >= 1 else 0)
+
+
+def _one_point_path(taken: bool, steps: list) -> object:
+    """A context in which the reduce takes its one-point path where it applies (``taken``;
+    each step that takes it appends to ``steps``), or never (``_one_point``)."""
+    from unittest import mock
+
+    from engine.operators import reduce as reduce_module
+
+    if not taken:
+        return mock.patch.object(reduce_module, "_one_point", lambda *a: None)
+    real = reduce_module.Reduce._update_at
+
+    def counted(self: object, *args: object) -> None:
+        steps.append(1)
+        real(self, *args)  # type: ignore[arg-type]
+
+    return mock.patch.object(reduce_module.Reduce, "_update_at", counted)
+
+
+_KEYED_REDUCES = {
+    "top_k": lambda c: c.top_k(by=["x"], order_by=[("v", True)], k=2),
+    # a float sum takes the general path (its rounding), and the others with it
+    "aggregates": lambda c: c.reduce(["x"], {"s": ("sum", "f"), "n": ("count_distinct", "v")}),
+    "threshold": lambda c: c.select(x="x").threshold(2),
+    "reduce_with": lambda c: c.reduce_with(
+        ["x"], lambda key, rows: [((sum(v[0] * n for v, n in rows) % 5,), 1)], [("s", "int")]
+    ),
+}
+
+
+def _one_time_steps(kind: str, ups: list, one_point: bool, steps: list) -> dict:
+    """``ups`` (x, v, time, diff) stepped one time at a time through the ``kind`` reduce
+    (``_KEYED_REDUCES``), with or without the one-point path (``_one_point_path``): output
+    differences by (row, time), consolidated."""
+    from collections import Counter
+
+    from engine import Graph
+
+    with _one_point_path(one_point, steps):
+        g = Graph()
+        h, c = g.new_input([("x", "int"), ("v", "int"), ("f", "float")])
+        out = _KEYED_REDUCES[kind](c).capture()
+        for op in _reduces(g.scope.operators):  # no one-call steps: the general driver
+            op.one_call = None
+        for t in range(max(u[2] for u in ups) + 1):
+            rows = [((x, v, v / 4), d) for x, v, tu, d in ups if tu == t]
+            for row, d in rows:
+                h.send_rows([row], t, d)
+            h.advance_to(t + 1)
+            g.step()
+        b = out.drain()
+    acc: Counter = Counter()
+    for i in range(len(b)):
+        acc[(tuple(int(x) for x in b.data[:, i]), int(b.times[0, i]))] += int(b.diffs[i])
+    return {k: v for k, v in acc.items() if v}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(sorted(_KEYED_REDUCES)),
+    st.lists(
+        st.tuples(
+            st.integers(0, 2), st.integers(0, 3), st.integers(0, 4), st.sampled_from([1, -1, 2])
+        ),
+        min_size=1,
+        max_size=16,
+    ),
+)
+def test_one_point_steps_equal_the_grid(kind: str, ups: list) -> None:
+    """A step whose keys have one new time at or above all their records (a load, single
+    updates of one-dimensional time) takes the one-point path: the same output at every
+    time as the candidate grid with its Möbius inversion."""
+    steps: list = []
+    assert _one_time_steps(kind, ups, True, steps) == _one_time_steps(kind, ups, False, steps)
+    assert steps  # the first time's step is a load: one point
+
+
+def _interned(strings: list, changes: list, one_point: bool, steps: list) -> list:
+    """Seed 002's interning dataflow with 3-bit hashes (collisions, so several rounds)
+    over ``strings`` at time 0, then ``changes`` (string, diff) one time each: the
+    consolidated output (string, id, time, diff) rows."""
+    from bench.intern import build_intern
+    from engine import Graph
+
+    with _one_point_path(one_point, steps):
+        g = Graph()
+        h, c = g.new_input([("s", "string")])
+        out = build_intern(c, bits=3).capture()
+        h.send_rows([(s,) for s in strings], 0)
+        h.advance_to(1)
+        g.step()
+        for t, (s, d) in enumerate(changes, start=1):
+            h.send_rows([(s,)], t, d)
+            h.advance_to(t + 1)
+            g.step()
+        b = consolidate(out.drain())
+        words = g.interner.lookup_many(b.data[0])
+    return sorted(
+        zip(words, b.data[1].tolist(), b.times[0].tolist(), b.diffs.tolist(), strict=True)
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.text("abc", min_size=1, max_size=3), min_size=1, max_size=5, unique=True),
+    st.lists(st.tuples(st.text("abc", min_size=1, max_size=3), st.sampled_from([1, -1]))),
+)
+def test_one_point_steps_in_a_loop_equal_the_grid(strings: list, changes: list) -> None:
+    """Interning (iterate over top_k, losers promoted a round) takes the one-point path at
+    every round of its load and of a single change: the same outputs as the grid."""
+    present = set(strings)
+    kept = []
+    for s, d in changes[:6]:  # each string present at most once, at most 5 (8 ids)
+        if (s in present) == (d > 0) or (d > 0 and len(present) == 5):
+            continue
+        (present.add if d > 0 else present.discard)(s)
+        kept.append((s, d))
+    steps: list = []
+    assert _interned(strings, kept, True, steps) == _interned(strings, kept, False, steps)
+    assert steps
