@@ -362,7 +362,10 @@ class Reduce(Operator):
         if e_g.shape[0] == 0:
             return
         c, v, diffs = mobius(grid, e_g, e_v, e_c)
-        self._emit(k_codes, k_keys, grid, c, v, diffs)
+        ko = grid.owner[c]
+        self._emit(
+            k_codes[ko], np.take(k_keys, ko, axis=1), v, np.take(grid.times, c, axis=1), diffs
+        )
 
     def _update_at(
         self, k_codes: np.ndarray, k_keys: np.ndarray, t: np.ndarray, inp: History, out: History
@@ -381,20 +384,9 @@ class Reduce(Operator):
             np.concatenate([d_v, out.vals], axis=1),
             np.concatenate([d_c, -out.diffs]),
         )
-        if e_g.shape[0] == 0:
-            return
-        batch = TraceBatch.from_records(
-            self.layout,
-            k_codes[e_g],
-            np.take(k_keys, e_g, axis=1),
-            e_v,
-            np.repeat(t, e_g.shape[0], axis=1),
-            e_c,
+        self._emit(
+            k_codes[e_g], np.take(k_keys, e_g, axis=1), e_v, np.repeat(t, e_g.shape[0], axis=1), e_c
         )
-        if len(batch):
-            self.spine.insert(batch)
-            self.delta = batch
-            self.output = batch.to_updates(self.layout)
 
     def _update_in_parts(
         self,
@@ -427,25 +419,16 @@ class Reduce(Operator):
 
     def _emit(
         self,
-        k_codes: np.ndarray,
-        k_keys: np.ndarray,
-        grid: Grid,
-        c: np.ndarray,
-        v: np.ndarray,
+        codes: np.ndarray,
+        keys: np.ndarray,
+        vals: np.ndarray,
+        times: np.ndarray,
         diffs: np.ndarray,
     ) -> None:
-        """Output differences at candidates ``c`` with values ``v``: into the spine and out."""
-        if c.shape[0] == 0:
+        """Output differences (one record per column, in any order): into the spine and out."""
+        if diffs.shape[0] == 0:
             return
-        ko = grid.owner[c]
-        batch = TraceBatch.from_records(
-            self.layout,
-            k_codes[ko],
-            np.take(k_keys, ko, axis=1),
-            v,
-            np.take(grid.times, c, axis=1),
-            diffs,
-        )
+        batch = TraceBatch.from_records(self.layout, codes, keys, vals, times, diffs)
         if len(batch):
             self.spine.insert(batch)
             self.delta = batch
