@@ -20,6 +20,10 @@ thread that finds it held sleeps. So the helper, having seen a half handed over,
 ``LINGER_US`` longer before it takes the lock (hand-overs at 1k/2k in batches of 1,000:
 about 45 µs a call without, 22 µs with 10 µs; 4 µs: 26 µs, 16 µs: 27 µs).
 
+A third thread, the merge thread (``background``), runs a small step's big trace merges
+whole while the step goes on (``engine.trace.spine``); its merge splits on the helper like
+any other caller's, and a caller that finds the helper busy runs both its halves itself.
+
 ``DIFFLOW_THREADS=1`` in the environment keeps everything on the calling thread; the default
 is two threads when the process may run on at least two cores.
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
@@ -36,7 +41,7 @@ import numpy as np
 from engine import spin
 from engine.errors import EngineError
 
-__all__ = ["LINGER_US", "SPIN_MS", "both", "configured", "middle_cut", "threads"]
+__all__ = ["LINGER_US", "SPIN_MS", "background", "both", "configured", "middle_cut", "threads"]
 
 SPIN_MS = 2.0  # how long each side watches its flag before it sleeps on a lock
 LINGER_US = 10.0  # how long the helper waits after seeing a half before it takes it on
@@ -123,9 +128,9 @@ _helper_lock = threading.Lock()
 
 
 def _forget_helper() -> None:
-    """In a forked child: the parent's helper thread is not there; make a new one on use."""
-    global _helper, _helper_lock
-    _helper, _helper_lock = None, threading.Lock()
+    """In a forked child: the parent's threads are not there; make new ones on use."""
+    global _helper, _helper_lock, _merger
+    _helper, _helper_lock, _merger = None, threading.Lock(), None
 
 
 os.register_at_fork(after_in_child=_forget_helper)
@@ -168,6 +173,20 @@ def both(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
             if _helper is None:
                 _helper = _Helper()
     return _helper.run(here, there)
+
+
+_merger: ThreadPoolExecutor | None = None
+
+
+def background(fn: Callable[..., A], *args: Any) -> Future[A]:
+    """``fn(*args)`` on the merge thread (one worker, made on first use), in the order
+    submitted; the future holds its result or its error."""
+    global _merger
+    if _merger is None:
+        with _helper_lock:
+            if _merger is None:
+                _merger = ThreadPoolExecutor(1, thread_name_prefix="difflow-merge")
+    return _merger.submit(fn, *args)
 
 
 def middle_cut(codes: list[np.ndarray]) -> np.ndarray | None:

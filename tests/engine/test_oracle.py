@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Antichain, Graph, col, sort_kernels
+from engine import Antichain, Graph, col, parallel, sort_kernels
 from engine.operators import join as join_mod
 from engine.trace import spine as spine_mod
 from tests.engine.reference import Tree, build, evaluate, trees
@@ -180,6 +180,28 @@ def test_oracle_with_traces_settling_after_every_step(
         _check_2d(tree, steps2)
     finally:
         spine_mod.SETTLE_FROM = saved
+
+
+@SETTINGS
+@given(trees(max_depth=2), steps_1d, steps_2d)
+def test_oracle_with_every_merge_on_the_merge_thread(
+    tree: Tree, steps1: list, steps2: list
+) -> None:
+    """Every trace merge of two batches runs on the merge thread while the step goes on
+    reading both (normally only a small step's merges of ``BACKGROUND_FROM`` records), and
+    no small batch waits to be merged with the next."""
+    names = ("BACKGROUND_FROM", "BACKGROUND_STEP", "SMALL_RECORDS")
+    saved = [getattr(spine_mod, name) for name in names], parallel._THREADS
+    for name, value in zip(names, (0, 1 << 62, 0), strict=True):
+        setattr(spine_mod, name, value)
+    parallel._THREADS = 2
+    try:
+        _check_1d(tree, steps1)
+        _check_2d(tree, steps2)
+    finally:
+        for name, value in zip(names, saved[0], strict=True):
+            setattr(spine_mod, name, value)
+        parallel._THREADS = saved[1]
 
 
 @SETTINGS

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from engine import parallel
 from engine.batch import UpdateBatch
 from engine.consolidate import consolidate
 from engine.hashing import key_codes
@@ -443,69 +447,201 @@ def test_merges_under_way_keep_the_trace_whole(sizes: list, seed: int, two_col: 
     saved = (spine_mod.AMORTIZE_FROM, spine_mod.FUEL_MIN, spine_mod.FUEL_PER_RECORD)
     spine_mod.AMORTIZE_FROM, spine_mod.FUEL_MIN, spine_mod.FUEL_PER_RECORD = 48, 6, 1
     try:
-        rng = np.random.default_rng(seed)
-        layout = Layout.by_key(3, [0, 1] if two_col else [0])
-        spine = Spine(layout, 1)
-        reader = spine.reader(name="test")
-        inserted: Counter = Counter()
-        for t, n in enumerate(sizes):
-            data = rng.integers(0, 12, size=(3, n))
-            diffs = rng.choice([-1, 1, 2], size=n)
-            b = UpdateBatch.build(data, np.full((1, n), t), diffs)
-            for i in range(n):
-                inserted[(*data[:, i].tolist(), t)] += int(diffs[i])
-            spine.insert(TraceBatch.from_updates(layout, b))
-            if t % 3 == 0:
-                reader.advance(Antichain([(t // 2,)]))
-            since = int(reader.frontier.elements[0, 0])
-            want: Counter = Counter()
-            for (x, y, z, tt), d in inserted.items():
-                want[(x, y, z, max(tt, since))] += d
-            content = spine.content().to_updates(layout)
-            got: Counter = Counter()
-            for i in range(len(content)):
-                got[(*content.data[:, i].tolist(), int(content.times[0, i]))] += int(
-                    content.diffs[i]
-                )
-            assert +got == +want and -got == -want
-            q = rng.integers(0, 12, size=(len(layout.key_cols), 6))
-            from engine.hashing import key_codes
-
-            codes = key_codes(q)
-            order = np.lexsort([*q[::-1], codes])
-            qc, qk = np.ascontiguousarray(codes[order]), np.ascontiguousarray(q[:, order])
-            h, r = spine.gather(qc, qk), spine.gather_reference(qc, qk)
-            assert sorted(
-                zip(
-                    h.owner.tolist(),
-                    h.vals.T.tolist(),
-                    h.times[0].tolist(),
-                    h.diffs.tolist(),
-                    strict=True,
-                )
-            ) == sorted(
-                zip(
-                    r.owner.tolist(),
-                    r.vals.T.tolist(),
-                    r.times[0].tolist(),
-                    r.diffs.tolist(),
-                    strict=True,
-                )
-            )
+        filled = _Filled(seed, two_col)
+        filled.fill(sizes, lambda rng: None)
         spine_mod.FUEL_MIN = 64
-        for _ in range(500):  # tiny inserts fuel what is left until it finishes
-            if not spine.merging:
-                break
-            one = np.zeros((3, 1), np.int64)
-            spine.insert(
-                TraceBatch.from_updates(
-                    layout,
-                    UpdateBatch.build(one, np.full((1, 1), len(sizes)), np.ones(1, np.int64)),
-                )
-            )
+        filled.finish(len(sizes))
+        spine = filled.spine
         assert not spine.merging
     finally:
         spine_mod.AMORTIZE_FROM, spine_mod.FUEL_MIN, spine_mod.FUEL_PER_RECORD = saved
+
+
+class _Deferred:
+    """``parallel.background`` for tests: each merge runs only when the test says so."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[Future, Callable[..., Any], tuple]] = []
+        self.started = 0
+
+    def __call__(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self.waiting.append((future, fn, args))
+        self.started += 1
+        return future
+
+    def run(self, pick: np.ndarray) -> None:
+        """Run the waiting merges where ``pick`` is True (one flag per waiting merge)."""
+        keep = []
+        for (future, fn, args), go in zip(self.waiting, pick, strict=True):
+            if go:
+                future.set_result(fn(*args))
+            else:
+                keep.append((future, fn, args))
+        self.waiting = keep
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.integers(1, 120), min_size=5, max_size=25),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+)
+@example(  # four merges on the merge thread, one placed while the inserts go on
+    sizes=[1, 1, 1, 1, 1, 33, 67, 76, 75, 1, 1, 1, 1, 1, 1, 26, 43, 54, 25, 24],
+    seed=1,
+    two_col=False,
+)
+def test_merges_in_the_background_keep_the_trace_whole(
+    sizes: list, seed: int, two_col: bool
+) -> None:
+    """With every merge of a small step run on the merge thread (tiny thresholds; here each
+    runs when the test picks it, after zero or more later inserts and reads), the spine
+    holds exactly what was inserted after every insert, seeks find every record while the
+    merges wait, and a finished merge takes its inputs' place at the next insert."""
+    deferred = _Deferred()
+    saved = (spine_mod.BACKGROUND_FROM, spine_mod.BACKGROUND_STEP, parallel._THREADS)
+    saved_background = parallel.background
+    spine_mod.BACKGROUND_FROM, spine_mod.BACKGROUND_STEP, parallel._THREADS = 48, 1 << 62, 2
+    parallel.background = deferred
+    try:
+        filled = _Filled(seed, two_col)
+        filled.fill(sizes, lambda rng: deferred.run(rng.random(len(deferred.waiting)) < 0.5))
+        filled.finish(len(sizes), lambda: deferred.run(np.ones(len(deferred.waiting), bool)))
+        spine = filled.spine
+        assert not deferred.waiting and not spine.merging
+    finally:
+        spine_mod.BACKGROUND_FROM, spine_mod.BACKGROUND_STEP, parallel._THREADS = saved
+        parallel.background = saved_background
+
+
+class _Filled:
+    """A spine of ``Layout.by_key(3, ...)`` and a reader, fed random batches at times 0,
+    1, ... (the reader's frontier moving along), with what was inserted kept aside."""
+
+    def __init__(self, seed: int, two_col: bool) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.layout = Layout.by_key(3, [0, 1] if two_col else [0])
+        self.spine = Spine(self.layout, 1)
+        self.reader = self.spine.reader(name="test")
+        self.inserted: Counter = Counter()
+
+    def insert(self, data: np.ndarray, t: int, diffs: np.ndarray) -> None:
+        for i in range(data.shape[1]):
+            self.inserted[(*data[:, i].tolist(), t)] += int(diffs[i])
+        b = UpdateBatch.build(data, np.full((1, data.shape[1]), t), diffs)
+        self.spine.insert(TraceBatch.from_updates(self.layout, b))
+
+    def fill(self, sizes: list, between: Callable[[np.random.Generator], None]) -> None:
+        """Batches of ``sizes`` records, ``between(rng)`` called after each, then
+        :meth:`check`."""
+        for t, n in enumerate(sizes):
+            self.insert(
+                self.rng.integers(0, 12, size=(3, n)), t, self.rng.choice([-1, 1, 2], size=n)
+            )
+            between(self.rng)
+            if t % 3 == 0:
+                self.reader.advance(Antichain([(t // 2,)]))
+            self.check()
+
+    def finish(self, t: int, before: Callable[[], None] = lambda: None) -> None:
+        """Tiny inserts at time ``t`` (each fuels or places the merges under way,
+        ``before()`` called first) until none is left, or 500 of them; then :meth:`check`."""
+        for _ in range(500):
+            if not self.spine.merging:
+                break
+            before()
+            self.insert(np.zeros((3, 1), np.int64), t, np.ones(1, np.int64))
+        self.check()
+
+    def check(self) -> None:
+        """The spine's content is what was inserted, advanced to ``since``, and seeks agree
+        with the reference."""
+        since = int(self.reader.frontier.elements[0, 0])
+        want: Counter = Counter()
+        for (x, y, z, tt), d in self.inserted.items():
+            want[(x, y, z, max(tt, since))] += d
+        content = self.spine.content().to_updates(self.layout)
+        got: Counter = Counter()
+        for i in range(len(content)):
+            got[(*content.data[:, i].tolist(), int(content.times[0, i]))] += int(content.diffs[i])
+        assert +got == +want and -got == -want
+        q = self.rng.integers(0, 12, size=(len(self.layout.key_cols), 6))
+        codes = key_codes(q)
+        order = np.lexsort([*q[::-1], codes])
+        qc, qk = np.ascontiguousarray(codes[order]), np.ascontiguousarray(q[:, order])
+        h, r = self.spine.gather(qc, qk), self.spine.gather_reference(qc, qk)
+        assert sorted(
+            zip(
+                h.owner.tolist(),
+                h.vals.T.tolist(),
+                h.times[0].tolist(),
+                h.diffs.tolist(),
+                strict=True,
+            )
+        ) == sorted(
+            zip(
+                r.owner.tolist(),
+                r.vals.T.tolist(),
+                r.times[0].tolist(),
+                r.diffs.tolist(),
+                strict=True,
+            )
+        )
+
+
+@pytest.mark.parametrize("real_thread", [False, True])
+def test_a_small_steps_big_merge_runs_on_the_merge_thread(real_thread: bool) -> None:
+    """In a small step, two batches due to merge (of ``BACKGROUND_FROM`` records or more)
+    merge on the merge thread: both stay in the spine, readable, until the first insert
+    after it is done puts the merged batch in their place. In a big step they merge at
+    once."""
+    from engine.trace.spine import BACKGROUND_FROM, BACKGROUND_STEP, Background
+
+    layout = Layout.by_key(2, [0])
+    rng = np.random.default_rng(3)
+
+    def batch(size: int, t: int) -> TraceBatch:
+        data = rng.integers(0, 1 << 40, size=(2, size))
+        return TraceBatch.from_updates(
+            layout, UpdateBatch.build(data, np.full((1, size), t), np.ones(size, np.int64))
+        )
+
+    deferred = _Deferred()
+    saved = parallel._THREADS, parallel.background, spine_mod.BACKGROUND_STEP
+    parallel._THREADS = 2
+    if not real_thread:
+        parallel.background = deferred
+    try:
+        spine_mod.BACKGROUND_STEP = 1 << 62  # the test's inserts are big, its steps "small"
+        spine = Spine(layout, 1)
+        a, b = batch(BACKGROUND_FROM // 2 + 10, 0), batch(BACKGROUND_FROM // 2, 1)
+        spine.insert(a)
+        spine.seek_table()  # read: a placed
+        spine.insert(b)
+        spine.seek_table()  # read: b placed, and due to merge with a
+        assert len(spine.merging) == 1 and isinstance(spine.merging[0], Background)
+        assert spine.batches == [a, b]
+        q = np.ascontiguousarray(a.keys[:, :3])
+        assert len(spine.gather(key_codes(q), q)) == 3  # read while it merges
+        if real_thread:
+            spine.merging[0].future.result(timeout=60)
+        else:
+            assert deferred.started == 1
+            deferred.run(np.ones(1, bool))
+        spine.insert(batch(1, 2))
+        assert not spine.merging
+        assert len(spine.batches[0]) == len(a) + len(b) and spine.records() == len(a) + len(b) + 1
+
+        spine_mod.BACKGROUND_STEP = BACKGROUND_STEP
+        big = Spine(layout, 1)  # a step of BACKGROUND_STEP inserts or more: merged at once
+        big.insert(batch(BACKGROUND_FROM // 2 + 10, 0))
+        big.seek_table()
+        big.insert(batch(max(BACKGROUND_FROM // 2, BACKGROUND_STEP), 0))
+        big.seek_table()
+        assert not big.merging and len(big.batches) == 1
+    finally:
+        parallel._THREADS, parallel.background, spine_mod.BACKGROUND_STEP = saved
 
 
 def test_a_big_merge_goes_on_across_inserts() -> None:
