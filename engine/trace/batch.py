@@ -138,18 +138,24 @@ class TraceBatch:
 
     @classmethod
     def merge_rows(
-        cls, layout: Layout, table: np.ndarray, since: Antichain | None, parts: list[TraceBatch]
+        cls,
+        layout: Layout,
+        table: np.ndarray,
+        since: Antichain | None,
+        parts: list[TraceBatch],
+        split: bool = True,
     ) -> TraceBatch:
         """``parts`` (non-empty batches, their seek-table rows ``table``, from
         ``addresses``) merged into one, compacted to ``since``; the caller keeps them alive
         meanwhile. A big merge (``MERGE_SPLIT_FROM`` records) runs as two key ranges at
-        once, on two threads (``engine.parallel``): keys merge independently."""
+        once, on two threads (``engine.parallel``; keys merge independently), unless
+        ``split`` is False."""
         kk, kv = len(layout.key_cols), len(layout.val_cols)
         dims = parts[0].dims
         s = since.elements if since is not None else np.zeros((0, dims), dtype=np.int64)
         exact = layout.exact_codes
         cut = None
-        if parallel.threads() > 1 and int(table[:, 7].sum()) >= MERGE_SPLIT_FROM:
+        if split and parallel.threads() > 1 and int(table[:, 7].sum()) >= MERGE_SPLIT_FROM:
             cut = parallel.middle_cut([p.codes for p in parts])
         if cut is None:
             codes, keys, offsets, vals, times, diffs, row = merge_whole(table, kk, kv, s, exact)

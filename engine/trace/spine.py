@@ -136,7 +136,9 @@ class Background:
     def __init__(self, layout: Layout, a: TraceBatch, b: TraceBatch, since: Antichain | None):
         self.a, self.b = a, b
         table = np.array([a.addresses(), b.addresses()])  # built here: the thread only reads
-        self.future = parallel.background(TraceBatch.merge_rows, layout, table, since, [a, b])
+        self.future = parallel.background(  # not split: the helper stays free for the step
+            TraceBatch.merge_rows, layout, table, since, [a, b], False
+        )
 
     def step(self, layout: Layout, fuel: int) -> TraceBatch | None:
         """The merged batch once the thread is done (its error, if it raised), else None;
