@@ -21,8 +21,8 @@ thread that finds it held sleeps. So the helper, having seen a half handed over,
 about 45 µs a call without, 22 µs with 10 µs; 4 µs: 26 µs, 16 µs: 27 µs).
 
 A third thread, the merge thread (``background``), runs a small step's big trace merges
-whole while the step goes on (``engine.trace.spine``); its merge splits on the helper like
-any other caller's, and a caller that finds the helper busy runs both its halves itself.
+whole while the step goes on (``engine.trace.spine``), each on that thread alone, unsplit,
+so that the helper stays free for the step's own split calls.
 
 ``DIFFLOW_THREADS=1`` in the environment keeps everything on the calling thread; the default
 is two threads when the process may run on at least two cores.

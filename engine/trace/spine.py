@@ -215,7 +215,7 @@ class Spine:
         self._unread = 0  # batches inserted since the last read, waiting after those
         self._unread_records = 0
         self._inserted = 0  # records inserted since the last settle
-        self._last_step = 0  # records inserted in the step before the last settle
+        self._last_step = 0  # records inserted in the step the last settle ended
         self._settled = 0  # records held after the last step of SETTLE_FROM inserts or more
 
     # -- readers and compaction ---------------------------------------------------------
