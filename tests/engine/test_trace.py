@@ -21,7 +21,7 @@ from engine.trace import Layout, Spine, TraceBatch
 from engine.trace import spine as spine_mod
 from engine.trace.merge_slots import SLOTS
 from engine.trace.seek import table_row
-from engine.trace.spine import LAZY_BATCHES, SMALL_BATCHES, SMALL_RECORDS
+from engine.trace.spine import LAZY_BATCHES, SMALL_BATCHES, SMALL_RECORDS, History
 from tests.engine.splitting import every_call_split
 
 updates = st.lists(
@@ -515,6 +515,14 @@ def test_merges_in_the_background_keep_the_trace_whole(
         parallel.background = saved_background
 
 
+def _history_rows(h: History) -> list:
+    """A gathered history's records as sorted (owner, values, time, diff) rows."""
+    rows = zip(
+        h.owner.tolist(), h.vals.T.tolist(), h.times[0].tolist(), h.diffs.tolist(), strict=True
+    )
+    return sorted(rows)
+
+
 class _Filled:
     """A spine of ``Layout.by_key(3, ...)`` and a reader, fed random batches at times 0,
     1, ... (the reader's frontier moving along), with what was inserted kept aside."""
@@ -571,23 +579,7 @@ class _Filled:
         order = np.lexsort([*q[::-1], codes])
         qc, qk = np.ascontiguousarray(codes[order]), np.ascontiguousarray(q[:, order])
         h, r = self.spine.gather(qc, qk), self.spine.gather_reference(qc, qk)
-        assert sorted(
-            zip(
-                h.owner.tolist(),
-                h.vals.T.tolist(),
-                h.times[0].tolist(),
-                h.diffs.tolist(),
-                strict=True,
-            )
-        ) == sorted(
-            zip(
-                r.owner.tolist(),
-                r.vals.T.tolist(),
-                r.times[0].tolist(),
-                r.diffs.tolist(),
-                strict=True,
-            )
-        )
+        assert _history_rows(h) == _history_rows(r)
 
 
 @pytest.mark.parametrize("real_thread", [False, True])
