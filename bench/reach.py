@@ -418,10 +418,16 @@ def run(
         while pending_cps and done >= pending_cps[0]:
             cp = pending_cps.pop(0)
             recent = latencies[max(0, nb - WINDOW) : nb]
+            state = eng.state_bytes()
+            # the answer's size by BFS, outside the timed region: state that grows with it
+            # is not state that grows with time
+            pairs = int(reachable(nodes, w.window(done), w.roots()).sum())
             checkpoints[str(cp)] = {
                 "p50": _ms(recent, 50),
                 "p99": _ms(recent, 99),
-                "state_bytes": eng.state_bytes(),
+                "state_bytes": state,
+                "reachable_pairs": pairs,
+                "state_bytes_per_pair": round(state / pairs, 1),
             }
             log(f"checkpoint {cp}: {checkpoints[str(cp)]}")
         now = time.perf_counter()

@@ -301,12 +301,37 @@ def reach_rows(result: Mapping[str, Any], baseline: Mapping[str, Any]) -> list[R
                 "bytes",
             )
         )
+        rows.append(
+            Row(
+                f"state per reachable pair at {int(cp):,} updates",
+                a.get("state_bytes_per_pair"),
+                b.get("state_bytes_per_pair"),
+                False,
+                "bytes",
+            )
+        )
     rows += [
         Row("initial load (time 0)", result.get("load_s"), baseline.get("load_s"), False, "s"),
         Row("state at end", result.get("state_bytes"), baseline.get("state_bytes"), False, "bytes"),
         Row("peak RSS", result.get("rss_mib"), baseline.get("rss_mib"), False, "MiB"),
     ]
     return rows
+
+
+def _answer_sizes(checkpoints: Mapping[str, Mapping[str, Any]]) -> str:
+    """The reachable (root, node) pairs at each checkpoint, as a sentence ('' when none)."""
+    sizes = [
+        f"{_fmt(c['reachable_pairs'])} after {int(cp):,} updates"
+        for cp, c in sorted(checkpoints.items(), key=lambda kv: int(kv[0]))
+        if c.get("reachable_pairs") is not None
+    ]
+    if not sizes:
+        return ""
+    return (
+        " The answer's size (reachable pairs, by BFS at each checkpoint): "
+        + ", ".join(sizes)
+        + "; state that grows with it has not grown with time."
+    )
 
 
 def write_reach_section(
@@ -336,6 +361,7 @@ def write_reach_section(
         f"{_fmt(baseline.get('output_changes'))} (recompute). Verified by BFS: "
         + ", ".join(f"{e} {v}" for e, v in verified.items())
         + "."
+        + _answer_sizes(result.get("checkpoints", {}))
     )
     table = render_table(reach_rows(result, baseline))
     body = render_section(section, table, command, notes, text)

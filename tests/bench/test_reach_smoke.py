@@ -152,12 +152,31 @@ def test_run_reports_figures(tmp_path: Path) -> None:
     assert "python -m x" in text and "| throughput" in text and "numpy" in text
 
 
-def test_checkpoints_summarise_recent_batches() -> None:
+def test_checkpoints_summarise_recent_batches(tmp_path: Path) -> None:
     r = run("difflow", N, M, 1000, 250, progress=False)
     assert list(r["checkpoints"]) == ["1000"]
     cp = r["checkpoints"]["1000"]
-    assert set(cp) == {"p50", "p99", "state_bytes"} and cp["state_bytes"] > 0
+    assert set(cp) == {"p50", "p99", "state_bytes", "reachable_pairs", "state_bytes_per_pair"}
+    assert cp["state_bytes"] > 0
     assert cp["p50"] <= cp["p99"] <= r["latency_ms"]["max"]
+    # the answer's size there is the engine's own answer's, after the same 1,000 updates
+    engine = DifflowReach(Workload(N, M), track=True)
+    engine.load()
+    engine.after_apply()
+    engine.apply(0, 1000)
+    engine.after_apply()
+    assert cp["reachable_pairs"] == int(engine.reachable().sum())
+    assert cp["state_bytes_per_pair"] == pytest.approx(
+        cp["state_bytes"] / cp["reachable_pairs"], abs=0.1
+    )
+
+    path = tmp_path / "BENCHMARKS.md"
+    report.write_reach_section("cp", r, r, "python -m x", path)
+    text = path.read_text()
+    assert (
+        f"reachable pairs, by BFS at each checkpoint): {cp['reachable_pairs']} after 1,000" in text
+    )
+    assert "| state per reachable pair at 1,000 updates ↓ |" in text
 
 
 def test_profile_covers_the_update_phase_only(tmp_path: Path) -> None:
