@@ -330,7 +330,7 @@ def _answer_sizes(checkpoints: Mapping[str, Mapping[str, Any]]) -> str:
     return (
         " The answer's size (reachable pairs, by BFS at each checkpoint): "
         + ", ".join(sizes)
-        + "; state that grows with it has not grown with time."
+        + " (state per reachable pair separates growth over time from the answer's own)."
     )
 
 
