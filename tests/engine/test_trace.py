@@ -21,7 +21,15 @@ from engine.trace import Layout, Spine, TraceBatch
 from engine.trace import spine as spine_mod
 from engine.trace.merge_slots import SLOTS
 from engine.trace.seek import table_row
-from engine.trace.spine import LAZY_BATCHES, SMALL_BATCHES, SMALL_RECORDS, History
+from engine.trace.spine import (
+    BACKGROUND_FROM,
+    BACKGROUND_STEP,
+    LAZY_BATCHES,
+    SMALL_BATCHES,
+    SMALL_RECORDS,
+    Background,
+    History,
+)
 from tests.engine.splitting import every_call_split
 
 updates = st.lists(
@@ -588,8 +596,6 @@ def test_a_small_steps_big_merge_runs_on_the_merge_thread(real_thread: bool) -> 
     merge on the merge thread: both stay in the spine, readable, until the first insert
     after it is done puts the merged batch in their place. In a big step they merge at
     once."""
-    from engine.trace.spine import BACKGROUND_FROM, BACKGROUND_STEP, Background
-
     layout = Layout.by_key(2, [0])
     rng = np.random.default_rng(3)
 
