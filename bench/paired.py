@@ -9,7 +9,9 @@ alternates), and each reports its wall time; the parent then runs the window its
 ``--a``, or ``--b`` with ``--follow b``) and goes on. The two arms of a pair see the same
 data, the same state and the same minute, so the per-window ratio ``b / a`` is precise;
 its median over many windows is the figure (an A/A run, ``--a`` equal to ``--b``, shows the
-harness's own spread).
+harness's own spread). Each child also times its window's batches one by one: the per-window
+ratio of their 99th percentiles is the setting's effect on the slow batches (a window's
+slowest, with ``--steps`` under 100), seen on the same data in both arms.
 
 The setting is a module attribute read at run time (a spine's ``LAZY_BATCHES``, say), not
 a constant compiled into a kernel. Children pay copy-on-write faults in both arms, which
@@ -50,31 +52,43 @@ def _setting(spec: str) -> tuple[ModuleType, str]:
     return mod, attr
 
 
-def _window(engine: DifflowReach, k: int, batch: int, steps: int) -> None:
+def _window(engine: DifflowReach, k: int, batch: int, steps: int) -> list[float]:
+    """Run one window; the wall seconds of each of its batches."""
+    lat = []
     for j in range(steps):
+        t = time.perf_counter()
         engine.apply(k + j * batch, k + (j + 1) * batch)
+        lat.append(time.perf_counter() - t)
+    return lat
 
 
 def _timed_child(
     engine: DifflowReach, mod: ModuleType, attr: str, value: Any, k: int, batch: int, steps: int
-) -> float:
-    """Wall seconds of one window run by a forked child with ``attr`` set to ``value``."""
+) -> tuple[float, np.ndarray]:
+    """Wall seconds of one window run by a forked child with ``attr`` set to ``value``, and
+    of each of its batches."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: run the window, report, leave without cleanup
         os.close(read)
         setattr(mod, attr, value)
         t = time.perf_counter()
-        _window(engine, k, batch, steps)
-        os.write(write, struct.pack("d", time.perf_counter() - t))
+        lat = _window(engine, k, batch, steps)
+        data = struct.pack(f"{steps + 1}d", time.perf_counter() - t, *lat)
+        while data:
+            data = data[os.write(write, data) :]
         os._exit(0)
     os.close(write)
-    data = os.read(read, 8)
+    want, chunks = 8 * (steps + 1), []
+    while want > 0 and (chunk := os.read(read, want)):
+        chunks.append(chunk)
+        want -= len(chunk)
     os.close(read)
     _, status = os.waitpid(pid, 0)
-    if len(data) != 8 or status != 0:
+    if want or status != 0:
         raise RuntimeError(f"the child running {attr}={value!r} failed (status {status})")
-    return float(struct.unpack("d", data)[0])
+    values = struct.unpack(f"{steps + 1}d", b"".join(chunks))
+    return values[0], np.asarray(values[1:])
 
 
 def run(
@@ -99,11 +113,15 @@ def run(
         k += batch
     times_a: list[float] = []
     times_b: list[float] = []
+    p99_a: list[float] = []
+    p99_b: list[float] = []
     try:
         for i in range(pairs):
-            order = [(a, times_a), (b, times_b)] if i % 2 == 0 else [(b, times_b), (a, times_a)]
-            for value, into in order:
-                into.append(_timed_child(engine, mod, attr, value, k, batch, steps))
+            arms = [(a, times_a, p99_a), (b, times_b, p99_b)]
+            for value, into, tail in arms if i % 2 == 0 else arms[::-1]:
+                total, lat = _timed_child(engine, mod, attr, value, k, batch, steps)
+                into.append(total)
+                tail.append(float(np.percentile(lat, 99)))
             setattr(mod, attr, b if follow == "b" else a)
             _window(engine, k, batch, steps)
             k += steps * batch
@@ -111,6 +129,8 @@ def run(
         setattr(mod, attr, original)
     ta, tb = np.asarray(times_a) * 1e3, np.asarray(times_b) * 1e3
     ratio = tb / ta
+    qa, qb = np.asarray(p99_a) * 1e3, np.asarray(p99_b) * 1e3
+    tail_ratio = qb / qa
     return {
         "setting": setting,
         "a": a,
@@ -130,6 +150,15 @@ def run(
             "q25": round(float(np.percentile(ratio, 25)), 4),
             "q75": round(float(np.percentile(ratio, 75)), 4),
             "of_sums": round(float(tb.sum() / ta.sum()), 4),
+        },
+        "batch_p99_ms": {
+            "a": {"median": round(float(np.median(qa)), 3)},
+            "b": {"median": round(float(np.median(qb)), 3)},
+        },
+        "p99_ratio_b_over_a": {
+            "median": round(float(np.median(tail_ratio)), 4),
+            "q25": round(float(np.percentile(tail_ratio, 25)), 4),
+            "q75": round(float(np.percentile(tail_ratio, 75)), 4),
         },
     }
 

@@ -17,6 +17,12 @@ def test_pairs_run_in_children_and_the_setting_is_restored() -> None:
     assert r["window_ms"]["a"]["median"] > 0 and r["window_ms"]["b"]["median"] > 0
     q = r["ratio_b_over_a"]
     assert 0 < q["q25"] <= q["median"] <= q["q75"] and q["of_sums"] > 0
+    # each child times its batches: a window's p99 is at most the window itself
+    tail, window = r["batch_p99_ms"], r["window_ms"]
+    assert 0 < tail["a"]["median"] <= window["a"]["median"]
+    assert 0 < tail["b"]["median"] <= window["b"]["median"]
+    t = r["p99_ratio_b_over_a"]
+    assert 0 < t["q25"] <= t["median"] <= t["q75"]
 
 
 def test_a_setting_that_does_not_exist_is_refused() -> None:
