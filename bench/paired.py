@@ -14,8 +14,9 @@ ratio of their 99th percentiles is the setting's effect on the slow batches (a w
 slowest, with ``--steps`` under 100), seen on the same data in both arms.
 
 The setting is a module attribute read at run time (a spine's ``LAZY_BATCHES``, say), not
-a constant compiled into a kernel. Children pay copy-on-write faults in both arms, which
-dilutes a ratio towards 1. A setting whose costs come later (a merge it defers) needs
+a constant compiled into a kernel; several, separated by commas, change together (each arm's
+value is then a JSON list, one value per setting). Children pay copy-on-write faults in both
+arms, which dilutes a ratio towards 1. A setting whose costs come later (a merge it defers) needs
 windows long enough to pay them (``--steps``). Kernels use the engine's threads
 (``DIFFLOW_THREADS``): a forked child starts a helper thread of its own, which adds the
 same small cost to both arms.
@@ -44,12 +45,35 @@ from bench.reach import DifflowReach
 from bench.workload import Workload
 
 
-def _setting(spec: str) -> tuple[ModuleType, str]:
-    module, _, attr = spec.partition(":")
-    mod = importlib.import_module(module)
-    if not attr or not hasattr(mod, attr):
-        raise SystemExit(f"--setting {spec!r}: want module:ATTRIBUTE, an attribute that exists")
-    return mod, attr
+class _Settings:
+    """One module attribute, or several (``--setting`` names them separated by commas, and
+    each arm's value is then a list of as many values, in that order)."""
+
+    def __init__(self, spec: str) -> None:
+        self.places: list[tuple[ModuleType, str]] = []
+        for one in spec.split(","):
+            module, _, attr = one.strip().partition(":")
+            mod = importlib.import_module(module)
+            if not attr or not hasattr(mod, attr):
+                raise SystemExit(
+                    f"--setting {one!r}: want module:ATTRIBUTE, an attribute that exists"
+                )
+            self.places.append((mod, attr))
+
+    def check(self, value: Any) -> None:
+        """Refuse an arm's value that does not fit: one per setting."""
+        n = len(self.places)
+        if n > 1 and not (isinstance(value, list) and len(value) == n):
+            raise SystemExit(f"{n} settings: each arm's value must be a list of {n} values")
+
+    def get(self) -> Any:
+        values = [getattr(mod, attr) for mod, attr in self.places]
+        return values[0] if len(values) == 1 else values
+
+    def set(self, value: Any) -> None:
+        values = [value] if len(self.places) == 1 else value
+        for (mod, attr), v in zip(self.places, values, strict=True):
+            setattr(mod, attr, v)
 
 
 def _window(engine: DifflowReach, k: int, batch: int, steps: int) -> list[float]:
@@ -63,15 +87,15 @@ def _window(engine: DifflowReach, k: int, batch: int, steps: int) -> list[float]
 
 
 def _timed_child(
-    engine: DifflowReach, mod: ModuleType, attr: str, value: Any, k: int, batch: int, steps: int
+    engine: DifflowReach, settings: _Settings, value: Any, k: int, batch: int, steps: int
 ) -> tuple[float, np.ndarray]:
-    """Wall seconds of one window run by a forked child with ``attr`` set to ``value``, and
-    of each of its batches."""
+    """Wall seconds of one window run by a forked child with the settings set to ``value``,
+    and of each of its batches."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: run the window, report, leave without cleanup
         os.close(read)
-        setattr(mod, attr, value)
+        settings.set(value)
         t = time.perf_counter()
         lat = _window(engine, k, batch, steps)
         data = struct.pack(f"{steps + 1}d", time.perf_counter() - t, *lat)
@@ -86,7 +110,7 @@ def _timed_child(
     os.close(read)
     _, status = os.waitpid(pid, 0)
     if want or status != 0:
-        raise RuntimeError(f"the child running {attr}={value!r} failed (status {status})")
+        raise RuntimeError(f"the child running {value!r} failed (status {status})")
     values = struct.unpack(f"{steps + 1}d", b"".join(chunks))
     return values[0], np.asarray(values[1:])
 
@@ -103,8 +127,10 @@ def run(
     warm: int = 3,
     follow: str = "a",
 ) -> dict[str, Any]:
-    mod, attr = _setting(setting)
-    original = getattr(mod, attr)
+    settings = _Settings(setting)
+    settings.check(a)
+    settings.check(b)
+    original = settings.get()
     engine = DifflowReach(Workload(nodes, edges, 0))
     engine.load()
     k = 0
@@ -119,14 +145,14 @@ def run(
         for i in range(pairs):
             arms = [(a, times_a, p99_a), (b, times_b, p99_b)]
             for value, into, tail in arms if i % 2 == 0 else arms[::-1]:
-                total, lat = _timed_child(engine, mod, attr, value, k, batch, steps)
+                total, lat = _timed_child(engine, settings, value, k, batch, steps)
                 into.append(total)
                 tail.append(float(np.percentile(lat, 99)))
-            setattr(mod, attr, b if follow == "b" else a)
+            settings.set(b if follow == "b" else a)
             _window(engine, k, batch, steps)
             k += steps * batch
     finally:
-        setattr(mod, attr, original)
+        settings.set(original)
     ta, tb = np.asarray(times_a) * 1e3, np.asarray(times_b) * 1e3
     ratio = tb / ta
     qa, qb = np.asarray(p99_a) * 1e3, np.asarray(p99_b) * 1e3
@@ -173,7 +199,9 @@ def _value(text: str) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.paired", description=__doc__.split("\n")[0])
-    p.add_argument("--setting", required=True, help="module:ATTRIBUTE, read at run time")
+    p.add_argument(
+        "--setting", required=True, help="module:ATTRIBUTE[,module:ATTRIBUTE...], read at run time"
+    )
     p.add_argument("--a", required=True, type=_value)
     p.add_argument("--b", required=True, type=_value)
     p.add_argument("--nodes", type=int, default=1000)
