@@ -154,9 +154,7 @@ def run(
     finally:
         settings.set(original)
     ta, tb = np.asarray(times_a) * 1e3, np.asarray(times_b) * 1e3
-    ratio = tb / ta
     qa, qb = np.asarray(p99_a) * 1e3, np.asarray(p99_b) * 1e3
-    tail_ratio = qb / qa
     return {
         "setting": setting,
         "a": a,
@@ -167,25 +165,27 @@ def run(
         "steps": steps,
         "pairs": pairs,
         "follow": follow,
-        "window_ms": {
-            "a": {"median": round(float(np.median(ta)), 3)},
-            "b": {"median": round(float(np.median(tb)), 3)},
-        },
-        "ratio_b_over_a": {
-            "median": round(float(np.median(ratio)), 4),
-            "q25": round(float(np.percentile(ratio, 25)), 4),
-            "q75": round(float(np.percentile(ratio, 75)), 4),
-            "of_sums": round(float(tb.sum() / ta.sum()), 4),
-        },
-        "batch_p99_ms": {
-            "a": {"median": round(float(np.median(qa)), 3)},
-            "b": {"median": round(float(np.median(qb)), 3)},
-        },
-        "p99_ratio_b_over_a": {
-            "median": round(float(np.median(tail_ratio)), 4),
-            "q25": round(float(np.percentile(tail_ratio, 25)), 4),
-            "q75": round(float(np.percentile(tail_ratio, 75)), 4),
-        },
+        "window_ms": _medians(ta, tb),
+        "ratio_b_over_a": {**_spread(tb / ta), "of_sums": round(float(tb.sum() / ta.sum()), 4)},
+        "batch_p99_ms": _medians(qa, qb),
+        "p99_ratio_b_over_a": _spread(qb / qa),
+    }
+
+
+def _medians(a: np.ndarray, b: np.ndarray) -> dict[str, dict[str, float]]:
+    """Each arm's median, in ms."""
+    return {
+        "a": {"median": round(float(np.median(a)), 3)},
+        "b": {"median": round(float(np.median(b)), 3)},
+    }
+
+
+def _spread(ratio: np.ndarray) -> dict[str, float]:
+    """The per-pair ratios' median and quartiles."""
+    return {
+        "median": round(float(np.median(ratio)), 4),
+        "q25": round(float(np.percentile(ratio, 25)), 4),
+        "q75": round(float(np.percentile(ratio, 75)), 4),
     }
 
 
