@@ -123,9 +123,9 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Run the server (engine embedded; local Spark started on the first load). A value
-    that does not parse or is out of range stops it with one line naming the setting
-    (exit status 2)."""
+    """Run the server (engine embedded; local Spark started on the first load).
+
+    A setting that does not parse or is out of range stops it: one line naming it, status 2."""
     try:
         import api.server
     except Exception as exc:  # the engine reads DIFFLOW_THREADS and DIFFLOW_MALLOC as it loads
@@ -151,8 +151,9 @@ def serve(
 
 @app.command()
 def warmup() -> None:
-    """Compile and cache the engine's kernels now, as a fresh server does in the background
-    (e.g. in a Docker build, so containers start with them)."""
+    """Compile and cache the engine's kernels now, as a fresh server does in the background.
+
+    For a Docker build, say, so that containers start with them."""
     from service.warmup import warm
 
     result = warm(quiet=True)

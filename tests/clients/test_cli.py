@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 import types
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import typer.main
 from typer.testing import CliRunner, Result
 from websockets.exceptions import ConnectionClosedError
 from websockets.frames import Close
@@ -1102,3 +1104,29 @@ def test_the_timeout_says_what_it_does_not_bound(exchange: Exchange) -> None:
     result = ok(invoke(exchange, "--help"))
     text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stdout).split())
     assert "Not for the answers of push --ws, subscribe or load" in text, text
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name, command in group.commands.items():
+        found.append((*path, name))
+        if hasattr(command, "commands"):
+            found.extend(_commands(command, (*path, name)))
+    return found
+
+
+def test_help_breaks_lines_at_the_terminal_not_where_the_source_does(exchange: Exchange) -> None:
+    """At 200 columns every command's line in a listing is one line, and so is each
+    paragraph of its own help: a docstring's line breaks do not reach the terminal (the
+    listing showed ``serve``'s and ``warmup``'s over three lines each)."""
+    commands = _commands(typer.main.get_group(app))
+    assert ("serve",) in commands and ("table", "create") in commands
+    for path in [(), *commands]:
+        text = ok(invoke(exchange, *path, "--help")).stdout
+        if "Commands" in text:  # a group: one row per command, each on one line
+            panel = text[text.index("Commands") :].split("╰")[0].splitlines()[1:]
+            rows = [line.strip("│ ").split()[0] for line in panel]
+            assert sorted(rows) == sorted(c[-1] for c in commands if c[:-1] == path), text
+        about = text.split("Usage:")[1].split("╭")[0].splitlines()[1:]
+        for above, below in itertools.pairwise(about):
+            assert not (above.strip() and below.strip()), (path, text)
