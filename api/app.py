@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.resources import files
 from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Request
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 
 from api import ws
 from api.errors import install_error_handlers
@@ -23,6 +31,11 @@ from service.runtime import Runtime
 from service.settings import Settings
 
 __all__ = ["create_app"]
+
+# Swagger UI's and ReDoc's scripts and styles, served by the server itself: FastAPI's pages
+# fetch them from a CDN, so on a machine without internet they rendered nothing
+# (``fastapi_offline`` packages them, Swagger UI 5, which renders OpenAPI 3.1)
+_DOCS_ASSETS = "/docs/assets"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -47,6 +60,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         default_response_class=JSONResponse,
         lifespan=lifespan,
         redirect_slashes=False,  # a 404 naming the path without: a followed 307 was a surprise
+        docs_url=None,  # _documentation_pages: the same pages, served without a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.writers = set()  # write sockets' unanswered frames (api.ws.Unanswered)
@@ -62,8 +77,44 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(views.router, **known)
     app.include_router(loads.router, **known)
     app.include_router(ws.router)
+    _documentation_pages(app)
     app.openapi = lambda: _document(app)  # type: ignore[method-assign]
     return app
+
+
+def _documentation_pages(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` over ``/openapi.json``, as FastAPI makes them,
+    with their scripts and styles from this server (``_DOCS_ASSETS``)."""
+    static = files("fastapi_offline") / "static"
+    app.mount(_DOCS_ASSETS, StaticFiles(directory=str(static)), name="docs-assets")
+    redirect = "/docs/oauth2-redirect"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=f"{root}{redirect}",
+            swagger_js_url=f"{root}{_DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{_DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{_DOCS_ASSETS}/favicon.png",
+        )
+
+    @app.get(redirect, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{_DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{_DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
 
 
 def _document(app: FastAPI) -> dict[str, Any]:
