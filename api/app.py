@@ -91,7 +91,7 @@ def _documentation_pages(app: FastAPI) -> None:
 
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
+        root = request.scope.get("root_path", "").rstrip("/")
         return get_swagger_ui_html(
             openapi_url=f"{root}{app.openapi_url}",
             title=f"{app.title} - Swagger UI",
@@ -107,7 +107,7 @@ def _documentation_pages(app: FastAPI) -> None:
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "")
+        root = request.scope.get("root_path", "").rstrip("/")
         return get_redoc_html(
             openapi_url=f"{root}{app.openapi_url}",
             title=f"{app.title} - ReDoc",
