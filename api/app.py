@@ -89,16 +89,19 @@ def _documentation_pages(app: FastAPI) -> None:
     app.mount(_DOCS_ASSETS, StaticFiles(directory=str(static)), name="docs-assets")
     redirect = "/docs/oauth2-redirect"
 
+    def under_root(request: Request, path: str) -> str:
+        return request.scope.get("root_path", "").rstrip("/") + path
+
     @app.get("/docs", include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "").rstrip("/")
+        assets = under_root(request, _DOCS_ASSETS)
         return get_swagger_ui_html(
-            openapi_url=f"{root}{app.openapi_url}",
+            openapi_url=under_root(request, str(app.openapi_url)),
             title=f"{app.title} - Swagger UI",
-            oauth2_redirect_url=f"{root}{redirect}",
-            swagger_js_url=f"{root}{_DOCS_ASSETS}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root}{_DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{root}{_DOCS_ASSETS}/favicon.png",
+            oauth2_redirect_url=under_root(request, redirect),
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{assets}/favicon.png",
         )
 
     @app.get(redirect, include_in_schema=False)
@@ -107,12 +110,12 @@ def _documentation_pages(app: FastAPI) -> None:
 
     @app.get("/redoc", include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
-        root = request.scope.get("root_path", "").rstrip("/")
+        assets = under_root(request, _DOCS_ASSETS)
         return get_redoc_html(
-            openapi_url=f"{root}{app.openapi_url}",
+            openapi_url=under_root(request, str(app.openapi_url)),
             title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root}{_DOCS_ASSETS}/redoc.standalone.js",
-            redoc_favicon_url=f"{root}{_DOCS_ASSETS}/favicon.png",
+            redoc_js_url=f"{assets}/redoc.standalone.js",
+            redoc_favicon_url=f"{assets}/favicon.png",
             with_google_fonts=False,
         )
 
