@@ -147,3 +147,19 @@ def test_top_k_of_text_in_groups_of_one_and_more(
                     expect[group, s] = min(n, left)
                     left -= expect[group, s]
         assert {key: n for key, n in total.items() if n} == expect
+
+
+def test_top_k_breaks_ties_by_the_remaining_columns_in_column_order() -> None:
+    """Rows equal in ``order_by`` are ordered by the other columns, the first of them (in
+    the input's column order) first, each ascending: here by x, then y (by y first, the
+    first place would go to x=2)."""
+    g = Graph()
+    h, c = g.new_input([("g", "int"), ("x", "int"), ("v", "int"), ("y", "int")], name="t")
+    out = c.top_k(["g"], [("v", True)], 2).capture()
+    rows = [(0, 2, 7, 0), (0, 1, 7, 9), (0, 1, 7, 5), (0, 0, 3, 0)]
+    data = np.array(rows, dtype=np.int64).T
+    h.send_columns(list(data), 0, 1)
+    h.advance_to(1)
+    g.step()
+    got = out.drain()
+    assert sorted(map(tuple, got.data.T.tolist())) == [(0, 1, 7, 5), (0, 1, 7, 9)]
