@@ -750,9 +750,10 @@ def trace_arrays(
     o_keys = np.empty((kk, m), np.int64)
     o_vals = np.empty((kv, m), np.int64)
     o_times = np.empty((d, m), np.int64)
-    # column by column: each gather a plain loop over one source array (this function
-    # took half the time or less at 20k-2M records than reading every column of a record
-    # in turn; a 2M-row write of a 4-column table, 0.87 -> 0.66 s a step)
+    # column by column: each gather a plain loop over one source array. Reading every
+    # column of a record in turn took 1.6-2.4x as long for 20k-2M records in random order
+    # (the same in sorted order); a step arranging a 2M-row write of a 4-column table took
+    # 0.42-0.49 s at best, 0.30-0.33 s now (BENCHMARKS.md, session 65)
     for i in range(m):
         o_codes[i] = codes[first[i]]
     for j in range(kk):
