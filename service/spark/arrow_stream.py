@@ -35,11 +35,10 @@ import pyarrow as pa
 from service.errors import LoadError, ServiceError
 from service.spark.arrow_transport import arrow_batches, collect_tagged, interrupt
 from service.spark.session import DEFAULT_BATCH_ROWS
-from service.spark.source import SourceFrame
+from service.spark.source import SourceFrame, query_failure
 from service.spark.spark_errors import (
     error_condition,
     error_summary,
-    in_sql_text,
     is_spark_error,
     without_spark_advice,
 )
@@ -152,15 +151,11 @@ def _next_batch(
             raise
         if cancelled():  # the watchdog cancelled the job this call was waiting for
             raise _cancelled(rows) from exc
+        failed = query_failure(exc, frame.query_text)
+        if failed is not None:
+            raise failed from exc
         condition = error_condition(exc) or ""
         summary = error_summary(exc)
-        if frame.query_text is not None and in_sql_text(exc):
-            raise LoadError(  # the load's own where or query failed (a value it cannot
-                # convert, a division by zero): not a conversion to a table type
-                f"Spark failed evaluating the load's {frame.query_text}: {summary}",
-                code="source_unreadable",
-                detail={"condition": condition or None, "query": frame.query_text},
-            ) from exc
         if not condition.startswith(_VALUE_CONDITIONS):
             raise LoadError(
                 f"Spark failed while reading the source: {summary}",

@@ -35,13 +35,18 @@ from service.spark.load_spec import (
     TableSource,
     parse_load_spec,
 )
-from service.spark.spark_errors import error_condition, error_summary, is_spark_error
+from service.spark.spark_errors import (
+    error_condition,
+    error_summary,
+    in_sql_text,
+    is_spark_error,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["SourceFrame", "as_subquery", "build_source"]
+__all__ = ["SourceFrame", "as_subquery", "build_source", "query_failure"]
 
 _READER_DEFAULTS: dict[str, dict[str, str]] = {"csv": {"header": "true"}}
 _CORRUPT_RECORD = "_corrupt_record"
@@ -125,16 +130,50 @@ def build_source(
     ]
     read = df
     df = _translated(lambda: _analysed(df.select(*projection)), load.source, what)
-    df = _bounded_partitions(df)
     texts = [f"where {load.where!r}"] if load.where is not None else []
     if isinstance(load.source, SqlSource):
         texts.append("sql query")
+    query_text = " or ".join(texts) or None
+    try:
+        df = _bounded_partitions(df)
+    except Exception as exc:  # Spark folds constants as it plans: `1 DIV 0` fails here
+        if not is_spark_error(exc):
+            raise
+        raise _planning_error(exc, what, query_text) from exc
     return SourceFrame(
         df=df,
         schema=table_schema,
         source_columns=load.source_columns,
-        query_text=" or ".join(texts) or None,
+        query_text=query_text,
         read=read,
+    )
+
+
+def query_failure(exc: BaseException, query_text: str | None) -> LoadError | None:
+    """The load's own ``where`` or ``sql`` (``query_text``) failing as Spark evaluates it (a
+    value it cannot convert, a division by zero), as ``source_unreadable`` naming it; None
+    when the failure is elsewhere (the casts to the table's types, built in code)."""
+    if query_text is None or not in_sql_text(exc):
+        return None
+    condition = error_condition(exc)
+    return LoadError(
+        f"Spark failed evaluating the load's {query_text}: {error_summary(exc)}",
+        code="source_unreadable",
+        detail={"condition": condition or None, "query": query_text},
+    )
+
+
+def _planning_error(exc: BaseException, what: str, query_text: str | None) -> LoadError:
+    """A failure while Spark plans the load: the query's own (:func:`query_failure`), else
+    ``source_unreadable`` with Spark's reason. (The source's types were checked against the
+    table's before, so no cast to a table type has a constant to fail on here.)"""
+    failed = query_failure(exc, query_text)
+    if failed is not None:
+        return failed
+    return LoadError(
+        f"Spark failed planning the load of {what}: {error_summary(exc)}",
+        code="source_unreadable",
+        detail={"condition": error_condition(exc)},
     )
 
 

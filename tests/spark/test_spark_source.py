@@ -317,3 +317,29 @@ def test_bad_sql(spark: Any, plan: Any) -> None:
         assert spark.catalog.tableExists("kept")
     finally:
         spark.sql("DROP TABLE IF EXISTS kept")
+
+
+def test_a_query_failing_as_spark_folds_its_constants(write_parquet: Any, plan: Any) -> None:
+    """A where or sql whose constant part fails as Spark plans the load (a division by zero,
+    a text that is no number) is the query's own failure, as when it fails reading rows:
+    source_unreadable naming the where or the sql (audit 114: an internal error)."""
+    path = write_parquet({"src": [1], "dst": [2]})
+    error = load_error(plan, {"source": {"path": path}, "where": "1 DIV 0 > 0"}, EDGES)
+    assert error.code == "source_unreadable", error.message
+    assert "where '1 DIV 0 > 0'" in error.message and "zero" in error.message.lower()
+    assert error.detail == {"condition": "DIVIDE_BY_ZERO", "query": "where '1 DIV 0 > 0'"}
+    sql = {"source": {"sql": "SELECT CAST('x' AS BIGINT) AS src, 2 AS dst"}}
+    error = load_error(plan, sql, EDGES)
+    assert error.code == "source_unreadable", error.message
+    assert "sql query" in error.message and "'x'" in error.message
+
+
+def test_a_doubled_quote_in_csv_needs_the_escape_option(write_text: Any, load: Any) -> None:
+    """Spark escapes a quote in a quoted CSV field with a backslash: a field written as
+    Python's csv writes it, `"a""b"`, loads whole, outer quotes and all, unless the load
+    gives `escape` (README, audit 114)."""
+    path = write_text("quoted.csv", 's\n"a""b"\n')
+    schema = [("s", "string")]
+    assert load({"source": {"path": path}}, schema)["s"] == ['"a""b"']
+    spec = {"source": {"path": path, "options": {"escape": '"'}}}
+    assert load(spec, schema)["s"] == ['a"b']
