@@ -259,6 +259,7 @@ def _check_columns(load: LoadSpec, schema: TableSchema, available: StructType, w
     fields = {field.name: field for field in available.fields}
     listing = ", ".join(f"{f.name} ({f.dataType.simpleString()})" for f in available.fields)
     text_source = isinstance(load.source, PathSource) and load.source.format == "csv"
+    json_source = isinstance(load.source, PathSource) and load.source.format == "json"
     for (name, kind), (_, source_name) in zip(schema, load.columns, strict=True):
         field = fields.get(source_name)
         if field is None:
@@ -273,9 +274,18 @@ def _check_columns(load: LoadSpec, schema: TableSchema, available: StructType, w
             )
         if not can_become(field.dataType, kind, text_source=text_source):
             source_type = field.dataType.simpleString()
+            # Spark infers a JSON field that is null on every line as a string
+            nulls = json_source and source_type == "string"
             raise LoadError(
                 f"source column {source_name!r} has type {source_type}, which cannot load into "
-                f"table column {name!r} of type {kind}; convert it in a sql source, e.g. "
+                f"table column {name!r} of type {kind}; "
+                + (
+                    "if it is null on every line (Spark reads such a field as a string), it "
+                    "cannot load at all: a table holds no nulls; else "
+                    if nulls
+                    else ""
+                )
+                + f"convert it in a sql source, e.g. "
                 f"SELECT CAST({source_name} AS ...) or change the table type",
                 code="column_type",
                 detail={

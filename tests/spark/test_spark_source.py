@@ -343,3 +343,16 @@ def test_a_doubled_quote_in_csv_needs_the_escape_option(write_text: Any, load: A
     assert load({"source": {"path": path}}, schema)["s"] == ['"a""b"']
     spec = {"source": {"path": path, "options": {"escape": '"'}}}
     assert load(spec, schema)["s"] == ['a"b']
+
+
+def test_a_json_field_null_on_every_line_says_so(
+    write_text: Any, write_parquet: Any, plan: Any
+) -> None:
+    """Spark reads a JSON field that is null on every line as a string: the type error says
+    that such a field cannot load (audit 114: it only said to cast it)."""
+    path = write_text("nulls.json", '{"src": null, "dst": 1}\n{"src": null, "dst": 2}\n')
+    error = load_error(plan, {"source": {"path": path}}, EDGES)
+    assert error.code == "column_type"
+    assert "null on every line" in error.message and "'src'" in error.message
+    path = write_parquet({"src": ["x"], "dst": [1]})  # a typed source: no such hint
+    assert "null on every line" not in load_error(plan, {"source": {"path": path}}, EDGES).message
