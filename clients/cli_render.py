@@ -16,7 +16,7 @@ from rich.table import Table
 
 from clients.wire import dumps
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # control characters but \t, \n
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # control characters but \n
 
 __all__ = [
     "columns_text",
@@ -76,7 +76,8 @@ def columns_text(columns: Iterable[Mapping[str, Any]]) -> str:
 def _shown(text: str) -> str:
     """``text`` with its control characters escaped as Python writes them (``\x1b``,
     ``\r``), so that data cannot drive the terminal (colours, cursor moves, a line
-    overwritten); tabs and newlines stay, as a cell shows them."""
+    overwritten) and a tab (a cell broke the line at it, as at a newline); newlines stay,
+    as a cell shows them."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 

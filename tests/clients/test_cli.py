@@ -1050,13 +1050,13 @@ def test_a_byte_order_mark_is_skipped_in_json_lines_and_plans(
 
 def test_peek_and_ls_escape_control_characters(exchange: Exchange) -> None:
     """Audit 89 F12: a value holding ESC went to the terminal as it is, and could recolour
-    it or move its cursor; control characters are shown escaped now (newlines and tabs as
-    they are, as a cell shows them)."""
-    values = ["\x1b[31mRED", "a\rb", "bell\x07", "c1\x9b2J"]
+    it or move its cursor; control characters are shown escaped now (newlines as they are,
+    as a cell shows them). Audit 115: a tab too (a cell broke the line at it)."""
+    values = ["\x1b[31mRED", "a\rb", "bell\x07", "c1\x9b2J", "t1\tt2"]
     rows = {"time": 1, "frontier": [2], "rows": [{"data": {"s": v}, "count": 1} for v in values]}
     exchange.on("GET", "/v1/views/v/rows", answer(200, rows))
     result = ok(invoke(exchange, "peek", "v"))
-    for shown in ("\\x1b[31mRED", "a\\rb", "bell\\x07", "c1\\x9b2J"):
+    for shown in ("\\x1b[31mRED", "a\\rb", "bell\\x07", "c1\\x9b2J", "t1\\tt2"):
         assert shown in result.stdout, (shown, result.stdout)
     tables = {"tables": [{**EDGES, "name": "e\x1bdges", "primary_key": ["s\x1brc"], "readers": []}]}
     exchange.on("GET", "/v1/tables", answer(200, tables))
@@ -1064,7 +1064,7 @@ def test_peek_and_ls_escape_control_characters(exchange: Exchange) -> None:
     result = ok(invoke(exchange, "ls"))
     assert "e\\x1bdges" in result.stdout and "s\\x1brc" in result.stdout, result.stdout
     for output in (result.stdout, ok(invoke(exchange, "peek", "v")).stdout):
-        assert not any(c in output for c in "\x1b\r\x07\x9b"), output
+        assert not any(c in output for c in "\x1b\r\x07\x9b\t"), output
 
 
 def test_push_over_websocket_names_every_refused_write(exchange: Exchange) -> None:
