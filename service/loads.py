@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from engine import ColumnType, Schema, UpdateBatch, consolidate, leq
+from engine.operators import ArrangedAhead
 from engine.schema import encode
 from service.codec import decode_rows, time_from_wire, time_to_wire
 from service.errors import Conflict, Invalid, LoadError, NotFound, ServiceError, Unavailable
@@ -439,9 +440,12 @@ class LoadManager:
                 _check_keys(data, None, shape, interner)
             parsed = _parsed(data, np.ones(data.shape[1], dtype=np.int64), at)
             del data
+            ahead = self._arranged_ahead(job, parsed)
             self._enter_commit(job)
             cmd = _outcome(
-                self._runtime.submit(lambda: self._apply(job, lambda _: parsed), table=job.table)
+                self._runtime.submit(
+                    lambda: self._apply(job, lambda _: parsed, ahead), table=job.table
+                )
             )
         else:
             flat = np.zeros((1, data.shape[1]), dtype=np.int64)
@@ -461,9 +465,26 @@ class LoadManager:
             )
         _outcome(cmd.accepted)
 
-    def _apply(self, job: LoadJob, write: Callable[[TableState], ParsedWrite]) -> WriteCommand:
+    def _arranged_ahead(self, job: LoadJob, parsed: ParsedWrite) -> ArrangedAhead | None:
+        """An append's rows arranged for the table's arrangement here, off the engine thread
+        (most of a big write's step: the engine is held only to insert them), for a table
+        without a primary key (a keyed write is rebuilt as it is checked against the keys)."""
+        table = self._runtime.catalog.tables.get(job.table)
+        if table is None or table.shape is not job.shape or job.shape.primary_key:
+            return None  # dropped: ``_apply`` says so
+        if not parsed.size:
+            return None
+        return table.handle.arrange_ahead(table.arrangement.op, parsed.data, parsed.weights)
+
+    def _apply(
+        self,
+        job: LoadJob,
+        write: Callable[[TableState], ParsedWrite],
+        ahead: ArrangedAhead | None = None,
+    ) -> WriteCommand:
         """Engine thread, after every earlier write was stepped: build the write against the
-        table as it is now, accept it and step, so nothing can come in between."""
+        table as it is now, accept it and step, so nothing can come in between (with the
+        rows arranged ``ahead``, if any)."""
         runtime = self._runtime
         table = runtime.catalog.table(job.table)
         if table.shape is not job.shape:  # a table made since under the name is another
@@ -472,7 +493,7 @@ class LoadManager:
                 "under that name is another table); nothing was written",
                 {"table": job.table},
             )
-        cmd = WriteCommand(job.table, write(table), report_outputs=False)
+        cmd = WriteCommand(job.table, write(table), report_outputs=False, ahead=ahead)
         if runtime.accept_write(cmd):
             assert cmd.staged is not None
             # shown while it is stepped: a minute and more for millions of rows into a

@@ -601,7 +601,8 @@ class Runtime:
             cmd.reject(exc)
             return False
         if len(staged.batch):
-            table.handle.send(staged.batch)
+            ahead = cmd.ahead if cmd.ahead is not None and cmd.ahead.fits(staged.batch) else None
+            table.handle.send(staged.batch, ahead)
         if staged.advance_to is not None:
             table.handle.advance_to(staged.advance_to)
         if server and staged.times:  # a write of no updates takes no time

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from engine.operators import ArrangedAhead
 from service.ingest import ParsedWrite, StagedWrite, TableShape
 
 __all__ = ["CompletionStore", "Part", "Parts", "WriteCommand", "WriteState", "joined"]
@@ -74,6 +75,9 @@ class WriteCommand:
     # ``parsed`` is None
     bound: TableShape | None = None
     seq: int = -1  # its place in the runtime's queue (``Runtime._enqueue``)
+    # its rows arranged for the table's arrangement off the engine thread (a Spark load's
+    # append): the step only inserts them, if the write still holds the very same arrays
+    ahead: ArrangedAhead | None = None
 
     def reject(self, error: BaseException) -> None:
         self.state = WriteState.REJECTED

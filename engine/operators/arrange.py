@@ -40,7 +40,8 @@ class Arrange(Operator):
         self.delta = None
         self.output = batch  # the same updates, for readers created together with it
         if batch is not None and len(batch):
-            delta = TraceBatch.from_updates(self.layout, batch)
+            ahead = self.inputs[0].arranged_for(self)
+            delta = ahead if ahead is not None else TraceBatch.from_updates(self.layout, batch)
             if len(delta):
                 self.spine.insert(delta)
                 self.delta = delta

@@ -189,6 +189,11 @@ class Operator:
     def run(self) -> None:
         raise NotImplementedError
 
+    def arranged_for(self, reader: Operator) -> TraceBatch | None:
+        """This run's output arranged already for ``reader`` (an ``Arrange`` of it), or None:
+        an input's batch arranged ahead of its step (``InputHandle.arrange_ahead``)."""
+        return None
+
     def compact(self) -> None:
         """Let the traces this operator reads or keeps compact to its compaction frontier.
         Whoever runs the operator calls this after it: ``Graph.step`` after each run in the

@@ -2,6 +2,10 @@
 
 Invariant: every buffered update's time is at or beyond the input's frontier, and the
 frontier never moves backwards. ``run()`` releases everything buffered since the last run.
+
+A big batch at one time can come with its records already arranged for the input's own
+``Arrange`` (:meth:`InputHandle.arrange_ahead`, on any thread, before the batch is sent):
+the step that takes it then only inserts them, so the sort happens outside the step.
 """
 
 from __future__ import annotations
@@ -11,12 +15,37 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.batch import UpdateBatch
-from engine.errors import SchemaError, TimeError
+from engine.errors import GraphError, SchemaError, TimeError
 from engine.lattice import NO_TIME, Antichain, as_times, is_int, time_tuples
+from engine.operators.arrange import Arrange
 from engine.operators.base import Operator, Scope
 from engine.schema import Column, ColumnType, Schema, encode
+from engine.trace import TraceBatch
 
-__all__ = ["InputHandle", "InputOp"]
+__all__ = ["ArrangedAhead", "InputHandle", "InputOp"]
+
+
+class ArrangedAhead:
+    """The records of ``data`` with ``diffs`` arranged for ``op`` (an ``Arrange`` of an
+    input) at time zero, by :meth:`InputHandle.arrange_ahead`. At one time, a batch's
+    arrangement differs from this only in the times."""
+
+    __slots__ = ("data", "diffs", "op", "records")
+
+    def __init__(self, op: Operator, data: np.ndarray, diffs: np.ndarray, records: TraceBatch):
+        self.op, self.data, self.diffs, self.records = op, data, diffs, records
+
+    def fits(self, batch: UpdateBatch) -> bool:
+        """Whether ``batch`` holds the very arrays this was arranged from."""
+        return batch.data is self.data and batch.diffs is self.diffs
+
+    def at(self, times: np.ndarray) -> TraceBatch:
+        """The records at the one time of ``times`` (a ``(d, n)`` array of one column
+        repeated). A new batch: the seek row of the records' own (``TraceBatch.addresses``)
+        holds the address of their times array."""
+        r = self.records
+        t = np.repeat(times[:, :1], r.diffs.shape[0], axis=1)
+        return TraceBatch(r.codes, r.keys, r.offsets, r.vals, t, r.diffs)
 
 
 class InputOp(Operator):
@@ -26,14 +55,26 @@ class InputOp(Operator):
         super().__init__(scope, [], schema, dims)
         self.name = name
         self.buffer: list[UpdateBatch] = []
+        self.aheads: list[ArrangedAhead | None] = []  # one per buffered batch
+        # what this run released arranged already, by the ``Arrange`` it is for: taken by
+        # that operator's run in the same step (a lone batch's alone: concatenated batches
+        # are arranged in the step)
+        self.released: dict[int, TraceBatch] = {}
         self.handle_frontier = Antichain.minimum(dims)
 
     def run(self) -> None:
         self.output = None
+        self.released = {}
         if self.buffer:
             self.output = UpdateBatch.concat(self.buffer, self.ncols, self.dims)
-            self.buffer = []
+            ahead = self.aheads[0] if len(self.buffer) == 1 else None
+            if ahead is not None:
+                self.released[id(ahead.op)] = ahead.at(self.output.times)
+            self.buffer, self.aheads = [], []
         self.frontier = self.handle_frontier
+
+    def arranged_for(self, reader: Operator) -> TraceBatch | None:
+        return self.released.get(id(reader))
 
     def pending_times(self) -> np.ndarray:
         if not self.buffer:
@@ -78,11 +119,32 @@ class InputHandle:
                     f"{self.frontier.to_list()}"
                 )
 
-    def send(self, batch: UpdateBatch) -> None:
-        """Buffer a columnar batch (released into the dataflow by the next step)."""
+    def send(self, batch: UpdateBatch, ahead: ArrangedAhead | None = None) -> None:
+        """Buffer a columnar batch (released into the dataflow by the next step), with its
+        records arranged already if ``ahead`` (from :meth:`arrange_ahead` for this batch's
+        arrays; its times must then be one time)."""
         self.check(batch)
+        if ahead is not None:
+            if ahead.op.inputs[0] is not self.op or not ahead.fits(batch):
+                raise GraphError("records arranged ahead for another input or other arrays")
+            if len(batch) and not (batch.times == batch.times[:, :1]).all():
+                raise TimeError("records arranged ahead must be at one time")
         if len(batch):
             self.op.buffer.append(batch)
+            self.op.aheads.append(ahead)
+
+    def arrange_ahead(
+        self, arranged: Operator, data: np.ndarray, diffs: np.ndarray
+    ) -> ArrangedAhead:
+        """The records of a batch of ``data`` and ``diffs`` (C-contiguous ``(k, n)`` and
+        ``(n,)`` int64) arranged for ``arranged``, an ``Arrange`` that reads this input, to
+        be sent with them at one time (:meth:`send`). It reads no state of the graph: any
+        thread may build it, while steps run."""
+        if not isinstance(arranged, Arrange) or arranged.inputs[0] is not self.op:
+            raise GraphError("arrange_ahead is for an arrangement of this input")
+        zero = np.zeros((self.dims, diffs.shape[0]), dtype=np.int64)
+        records = TraceBatch.from_updates(arranged.layout, UpdateBatch(data, zero, diffs))
+        return ArrangedAhead(arranged, data, diffs, records)
 
     def send_columns(
         self,
