@@ -481,9 +481,13 @@ def _apply_distinct_keys(
     if (index.rows(found[deletes]) != data[:, deletes]).any():
         return None  # a delete of a row other than the one stored
     kept = np.flatnonzero(weights != 0)
-    changes = KeyChanges(data[:, kept], weights[kept] != -1)
     retracted = np.flatnonzero(upsert & present)
-    if len(retracted) == 0:  # inserts and deletes only (a bulk load, usually)
+    if len(retracted) == 0 and len(kept) == len(weights) and (weights == given).all():
+        # every update as given (a bulk load, usually): the write's own arrays, which a
+        # load's rows arranged ahead are for (``InputHandle.arrange_ahead``)
+        return data, given, times, KeyChanges(data, weights != -1)
+    changes = KeyChanges(data[:, kept], weights[kept] != -1)
+    if len(retracted) == 0:  # inserts and deletes only
         return changes.rows, weights[kept].astype(np.int64), np.take(times, kept, axis=1), changes
     # the stored rows upserts retract, each just before the row replacing it
     order = np.argsort(np.concatenate([2 * kept + 1, 2 * retracted]), kind="stable")

@@ -467,10 +467,9 @@ class LoadManager:
 
     def _arranged_ahead(self, job: LoadJob, parsed: ParsedWrite) -> ArrangedAhead | None:
         """An append's rows arranged for the table's arrangement here, off the engine thread
-        (most of a big write's step: the engine is held only to insert them), for a table
-        without a primary key (a keyed write is rebuilt as it is checked against the keys)."""
+        (most of a big write's step: the engine is held only to insert them)."""
         table = self._runtime.catalog.tables.get(job.table)
-        if table is None or table.shape is not job.shape or job.shape.primary_key:
+        if table is None or table.shape is not job.shape:
             return None  # dropped: ``_apply`` says so
         if not parsed.size:
             return None
