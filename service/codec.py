@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from engine import Antichain, ColumnType, Schema, StringInterner
 from engine.schema import decode, encode
@@ -32,6 +33,7 @@ __all__ = [
     "decode_rows",
     "frontier_from_wire",
     "frontier_to_wire",
+    "kept_json",
     "nests_deeper",
     "time_from_text",
     "time_from_wire",
@@ -40,6 +42,20 @@ __all__ = [
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# orjson's result keeps the buffer it was written in, about 4 KB more than its length
+# whatever that is: below this many bytes a result kept for long is copied to its own size
+KEPT_COPY_BELOW = 1 << 16
+
+
+def kept_json(value: Any) -> bytes:
+    """``value`` as JSON, for bytes the server keeps long after making them (completions,
+    the frames queued for subscribers): orjson's own result, short ones copied to their size.
+    50,000 results of 27 bytes held 195 MB as orjson gave them and 3.6 MB copied; a server
+    keeping 100,000 completions of 1-row writes sat 440 MB above its data (audit 116)."""
+    body = orjson.dumps(value)
+    return bytes(memoryview(body)) if len(body) < KEPT_COPY_BELOW else body
+
+
 # the latest time an update may have: the engine's kernels keep INT64_MAX for "no time" (a
 # frontier may name it: advancing there completes every time an update can have)
 TIME_MAX = INT64_MAX - 1

@@ -33,14 +33,13 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import numpy as np
-import orjson
 
 from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, consolidate
 from engine.allocator import give_back
 from engine.consolidate import group_starts
 from engine.lattice import advance_by, time_tuples
 from service.catalog import Catalog
-from service.codec import count_total, decode_rows, frontier_to_wire, time_to_wire
+from service.codec import count_total, decode_rows, frontier_to_wire, kept_json, time_to_wire
 from service.errors import NotFound, ServiceError, Unavailable
 from service.gc_pause import collector_paused
 from service.ingest import TableShape, dropped_since_opened, parse_write, stage_write
@@ -961,7 +960,7 @@ def _encoded(by_time: dict[tuple[int, ...], _Changes], t: tuple[int, ...]) -> Pa
     for the others (the times no write lists, a grid's joins say, are never encoded)."""
     changes = by_time[t]
     if isinstance(changes, list):
-        changes = by_time[t] = (orjson.dumps(changes), len(changes))
+        changes = by_time[t] = (kept_json(changes), len(changes))
     return changes
 
 

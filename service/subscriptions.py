@@ -31,7 +31,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
-import orjson
+from service.codec import kept_json
 
 __all__ = [
     "FRAME_BYTES",
@@ -53,7 +53,7 @@ def encoded_parts(head: dict[str, Any], updates: list[Any]) -> list[bytes]:
     """``{**head, "updates": updates}`` as JSON objects of at most ``FRAME_BYTES`` each, the
     updates split in order between them (one update alone may be bigger); encoded once for
     every subscriber (``Subscriber.push_encoded``)."""
-    body = orjson.dumps({**head, "updates": updates})
+    body = kept_json({**head, "updates": updates})
     if len(body) <= FRAME_BYTES or len(updates) <= 1:
         return [body]
     parts = min(len(updates), len(body) // (FRAME_BYTES * 9 // 10) + 1)  # ~90% full each
@@ -125,7 +125,7 @@ class Subscriber:
     # -- producer side (engine thread and heartbeat task) ----------------------------------
     def push(self, frame: dict[str, Any]) -> bool:
         """Queue a frame; returns False (and closes the subscriber) when it is too far behind."""
-        body = orjson.dumps({k: v for k, v in frame.items() if k != "type"})
+        body = kept_json({k: v for k, v in frame.items() if k != "type"})
         return self.push_encoded(frame["type"], body)
 
     def push_encoded(self, kind: str, body: bytes) -> bool:
@@ -214,7 +214,7 @@ class Subscriber:
             self._before.clear()
             self._held = None
             self._next_seq = self._sent_seq + 1
-        self._append_locked("closed", orjson.dumps({"reason": reason}))
+        self._append_locked("closed", kept_json({"reason": reason}))
         self.state = SubscriberState.CLOSING
 
     def _unsent_bytes(self, start: int, end: int) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from engine.operators import ArrangedAhead
+from service.codec import kept_json
 from service.ingest import ParsedWrite, StagedWrite, TableShape
 
 __all__ = ["CompletionStore", "Part", "Parts", "WriteCommand", "WriteState", "joined"]
@@ -142,7 +143,7 @@ class CompletionStore:
         ``step`` counts the engine's steps."""
         with self._lock:
             self._pending.pop(cmd.token, None)
-            head = orjson.dumps({k: v for k, v in body.items() if k != "outputs"})
+            head = kept_json({k: v for k, v in body.items() if k != "outputs"})
             self._done[cmd.token] = (head, tuple((name, tuple(of)) for name, of in parts.items()))
             for of in parts.values():
                 for part, n in of:

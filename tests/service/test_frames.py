@@ -4,9 +4,11 @@ on the bytes a subscriber may leave unsent (``Subscriber``)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import orjson
 
+from service.codec import kept_json
 from service.subscriptions import FRAME_BYTES, Subscriber, encoded_parts
 
 
@@ -58,3 +60,23 @@ def test_a_subscriber_behind_by_more_bytes_than_its_bound_is_closed() -> None:
         assert not sub.push(big)
     finally:
         loop.close()
+
+
+def test_json_kept_for_long_holds_its_own_size() -> None:
+    """Audit 116: orjson's result keeps about 4 KB whatever its length, and the server kept
+    100,000 completions of 1-row writes that way (440 MB above its data). ``kept_json``
+    copies short results to their size: 20,000 of them grow the process by far less than
+    the 80 MB orjson's own would hold."""
+
+    def rss_kib() -> int:
+        status = Path("/proc/self/status").read_text()
+        return int(status.split("VmRSS:")[1].split()[0])
+
+    values = [{"token": f"w-{i}", "times": [i], "status": "done"} for i in range(20_000)]
+    assert all(kept_json(v) == orjson.dumps(v) for v in values[:100])
+    before = rss_kib()
+    kept = [kept_json(v) for v in values]
+    grown_mib = (rss_kib() - before) / 1024
+    assert len(kept) == 20_000 and grown_mib < 30, grown_mib
+    big = {"rows": list(range(20_000))}  # long: orjson's own result, no copy
+    assert kept_json(big) == orjson.dumps(big)
