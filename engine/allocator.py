@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 
 from engine.errors import EngineError
 
-__all__ = ["SETTINGS", "configured", "give_back", "setting"]
+__all__ = ["SETTINGS", "configured", "free_bytes", "give_back", "setting"]
 
 _MIB = 1 << 20
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3  # mallopt's parameters (malloc.h)
@@ -86,3 +86,32 @@ def give_back() -> None:
     above keep is meant for the next step's arrays, and a dropped view's is far more."""
     if _TRIM is not None:
         _TRIM()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _mallinfo() -> Callable[[], int] | None:
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    info = getattr(ctypes.CDLL(None), "mallinfo2", None)  # glibc 2.33 and later
+    if info is None:
+        return None
+    info.argtypes, info.restype = [], _MallInfo2
+    return lambda: int(info().fordblks)
+
+
+_FREE = _mallinfo()
+
+
+def free_bytes() -> int | None:
+    """Bytes free in the C heap's arenas, kept by the process (glibc's ``mallinfo2``; None
+    where there is none): what :func:`give_back` could hand back at most."""
+    return _FREE() if _FREE is not None else None

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from engine import Antichain, Graph, StepError, StringInterner, UpdateBatch, consolidate
-from engine.allocator import give_back
+from engine.allocator import free_bytes, give_back
 from engine.consolidate import group_starts
 from engine.lattice import advance_by, time_tuples
 from service.catalog import Catalog
@@ -53,6 +53,11 @@ __all__ = ["Runtime"]
 
 log = logging.getLogger("difflow.runtime")
 STOP_WAIT_S = 5.0  # how long a stopping server waits for the engine's step in progress
+# after a step, the engine idle this long with this much free memory kept in the C heap
+# hands it back (the allocator keeps freed memory for the next step: after a burst of writes
+# to subscribers that fell behind, 900 MB of it stayed until a view was dropped, audit 116)
+IDLE_TRIM_S = 2.0
+IDLE_TRIM_FROM = 256 << 20
 T = TypeVar("T")
 
 
@@ -130,6 +135,7 @@ class Runtime:
         self._stopping = False
         self._waits_cancelled = False  # requests awaiting the engine are answered 503 now
         self._thread = threading.Thread(target=self._loop, name="difflow-engine", daemon=True)
+        self._stepped = False  # a step ran since the engine was last idle (``_take``)
         self._pending: list[WriteCommand] = []  # accepted, not yet done
         # accepted between a registration's rounds or during a step, to be stepped after it
         self._accepted_early: list[WriteCommand] = []
@@ -337,10 +343,21 @@ class Runtime:
     # -- the loop (engine thread) -----------------------------------------------------------
     def _take(self) -> list[WriteCommand | _Control] | None:
         """The next control command alone, or the writes at the head of the queue (what
-        stays queued while a control runs is left for ``_between_rounds``)."""
+        stays queued while a control runs is left for ``_between_rounds``). Idle for
+        ``IDLE_TRIM_S`` after a step, it first hands the C heap's free memory back, if there
+        is ``IDLE_TRIM_FROM`` of it."""
         with self._cv:
             while not self._queue and not self._stopping:
-                self._cv.wait()
+                if not self._stepped:
+                    self._cv.wait()
+                elif not self._cv.wait(IDLE_TRIM_S):
+                    self._stepped = False
+                    if (free_bytes() or 0) >= IDLE_TRIM_FROM:
+                        self._cv.release()  # writes queue meanwhile
+                        try:
+                            give_back()
+                        finally:
+                            self._cv.acquire()
             if self._stopping:
                 items = list(self._queue)
                 self._queue.clear()
@@ -663,6 +680,7 @@ class Runtime:
                     w.affected.append(view.name)
 
     def _step(self, writes: list[WriteCommand], written: tuple[str, ...] = ()) -> None:
+        self._stepped = True
         for t in self.catalog.tables.values():
             if t.shape.timing == "server":
                 target = Antichain([(self.catalog.clock,)])

@@ -34,10 +34,12 @@ def resident():
         return int(f.read().split()[1]) * 4096
 before = resident()
 a = np.ones(24 << 20, dtype=np.uint8)  # 24 MiB, touched
+free = allocator.free_bytes()
 del a
-kept = resident() - before
+kept, free = resident() - before, allocator.free_bytes() - free
 allocator.give_back()
-print(json.dumps({"setting": allocator.setting(), "kept": kept, "given": kept - resident() + before}))
+given = kept - resident() + before
+print(json.dumps({"setting": allocator.setting(), "kept": kept, "given": given, "free": free}))
 """
 
 
@@ -62,6 +64,7 @@ def test_freed_memory_stays_with_the_process_on_glibc() -> None:
     assert tuned["setting"] == "tuned"
     assert int(tuned["kept"]) >= 16 << 20  # type: ignore[call-overload]
     assert int(tuned["given"]) >= 16 << 20  # type: ignore[call-overload]  # give_back
+    assert int(tuned["free"]) >= 16 << 20  # type: ignore[call-overload]  # free_bytes saw it
     system = _probe(DIFFLOW_MALLOC="system")
     assert system["setting"] == "system"
     assert int(system["kept"]) < 8 << 20  # type: ignore[call-overload]

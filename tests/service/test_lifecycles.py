@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 import weakref
 from pathlib import Path
 
@@ -335,3 +336,43 @@ def test_an_answer_nobody_waits_for_any_more_is_not_logged_as_lost() -> None:
 
     asyncio.run(scenario(Runtime(Settings())))
     assert not [m for m in reported if "never retrieved" in m], reported
+
+
+def test_the_engine_idle_after_a_step_hands_back_free_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Audit 116: after a burst of writes the C heap kept the memory they freed (900 MB
+    after subscribers that fell behind were closed) until a view was dropped. The engine,
+    idle for ``IDLE_TRIM_S`` after a step, now hands it back when there is
+    ``IDLE_TRIM_FROM`` of it: once per idle spell, and not when there is less."""
+    trims: list[float] = []
+    free = [1 << 40]
+    monkeypatch.setattr(runtime_module, "IDLE_TRIM_S", 0.2)
+    monkeypatch.setattr(runtime_module, "free_bytes", lambda: free[0])
+    monkeypatch.setattr(runtime_module, "give_back", lambda: trims.append(time.monotonic()))
+    rt = Runtime(Settings(data_dir=tmp_path))
+    rt.start()
+    try:
+        rt.submit(
+            lambda: rt.catalog.create_table(
+                {"name": "t", "columns": [{"name": "x", "type": "int"}]}
+            )
+        ).result(timeout=60)
+        shape = rt.table_shape("t")
+
+        def write(i: int) -> None:
+            parsed = parse_write({"updates": [{"insert": {"x": i}}]}, shape, rt.interner, 10)
+            rt.submit_write(WriteCommand("t", parsed, shape=shape)).stepped.result(timeout=60)
+
+        time.sleep(1.0)
+        assert trims == []  # no step yet: nothing was freed
+        write(1)
+        stepped = time.monotonic()
+        time.sleep(1.0)
+        assert len(trims) == 1 and trims[0] - stepped >= 0.15, trims  # once, after the idle
+        write(2)
+        free[0] = 1 << 20  # little free memory: kept for the next step
+        time.sleep(1.0)
+        assert len(trims) == 1, trims
+    finally:
+        rt.stop()
