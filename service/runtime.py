@@ -619,6 +619,7 @@ class Runtime:
         if len(staged.batch):
             ahead = cmd.ahead if cmd.ahead is not None and cmd.ahead.fits(staged.batch) else None
             table.handle.send(staged.batch, ahead)
+        cmd.ahead = None  # the input holds it until its step
         if staged.advance_to is not None:
             table.handle.advance_to(staged.advance_to)
         if server and staged.times:  # a write of no updates takes no time

@@ -191,7 +191,8 @@ class Operator:
 
     def arranged_for(self, reader: Operator) -> TraceBatch | None:
         """This run's output arranged already for ``reader`` (an ``Arrange`` of it), or None:
-        an input's batch arranged ahead of its step (``InputHandle.arrange_ahead``)."""
+        an input's batch arranged ahead of its step (``InputHandle.arrange_ahead``). Taken
+        once: the reader keeps it."""
         return None
 
     def compact(self) -> None:

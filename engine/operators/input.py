@@ -74,7 +74,7 @@ class InputOp(Operator):
         self.frontier = self.handle_frontier
 
     def arranged_for(self, reader: Operator) -> TraceBatch | None:
-        return self.released.get(id(reader))
+        return self.released.pop(id(reader), None)  # the spine holds it from now
 
     def pending_times(self) -> np.ndarray:
         if not self.buffer:
