@@ -352,12 +352,7 @@ class Runtime:
                     self._cv.wait()
                 elif not self._cv.wait(IDLE_TRIM_S):
                     self._stepped = False
-                    if (free_bytes() or 0) >= IDLE_TRIM_FROM:
-                        self._cv.release()  # writes queue meanwhile
-                        try:
-                            give_back()
-                        finally:
-                            self._cv.acquire()
+                    self._trim_unlocked()
             if self._stopping:
                 items = list(self._queue)
                 self._queue.clear()
@@ -376,6 +371,17 @@ class Runtime:
                 return writes
         self._refuse(items)
         return None
+
+    def _trim_unlocked(self) -> None:
+        """Hand the C heap's free memory back if there is ``IDLE_TRIM_FROM`` of it; called
+        holding ``_cv``, released meanwhile so that work can queue."""
+        if (free_bytes() or 0) < IDLE_TRIM_FROM:
+            return
+        self._cv.release()
+        try:
+            give_back()
+        finally:
+            self._cv.acquire()
 
     def _passing(
         self,

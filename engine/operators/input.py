@@ -55,7 +55,7 @@ class InputOp(Operator):
         super().__init__(scope, [], schema, dims)
         self.name = name
         self.buffer: list[UpdateBatch] = []
-        self.aheads: list[ArrangedAhead | None] = []  # one per buffered batch
+        self.ahead: ArrangedAhead | None = None  # the first buffered batch's records
         # what this run released arranged already, by the ``Arrange`` it is for: taken by
         # that operator's run in the same step (a lone batch's alone: concatenated batches
         # are arranged in the step)
@@ -67,10 +67,9 @@ class InputOp(Operator):
         self.released = {}
         if self.buffer:
             self.output = UpdateBatch.concat(self.buffer, self.ncols, self.dims)
-            ahead = self.aheads[0] if len(self.buffer) == 1 else None
-            if ahead is not None:
-                self.released[id(ahead.op)] = ahead.at(self.output.times)
-            self.buffer, self.aheads = [], []
+            if self.ahead is not None and len(self.buffer) == 1:
+                self.released[id(self.ahead.op)] = self.ahead.at(self.output.times)
+            self.buffer, self.ahead = [], None
         self.frontier = self.handle_frontier
 
     def arranged_for(self, reader: Operator) -> TraceBatch | None:
@@ -130,8 +129,9 @@ class InputHandle:
             if len(batch) and not (batch.times == batch.times[:, :1]).all():
                 raise TimeError("records arranged ahead must be at one time")
         if len(batch):
+            if not self.op.buffer:
+                self.op.ahead = ahead
             self.op.buffer.append(batch)
-            self.op.aheads.append(ahead)
 
     def arrange_ahead(
         self, arranged: Operator, data: np.ndarray, diffs: np.ndarray
