@@ -34,7 +34,7 @@ from service.codec import (
     time_to_wire,
 )
 from service.errors import Conflict, Invalid, NotFound, TooLarge, member_path
-from service.key_index import KeyChanges, KeyIndex
+from service.key_index import IndexedAhead, KeyChanges, KeyIndex
 
 __all__ = ["ParsedWrite", "StagedWrite", "TableShape", "dropped_since_opened", "parse_write"]
 
@@ -79,6 +79,8 @@ class StagedWrite:
     rows_delta: int
     # client-timed tables with a primary key: the join of every time written so far
     keyed_upto: np.ndarray | None = None
+    # the index that replaces the table's (empty) one, instead of applying ``pk_changes``
+    pk_index: KeyIndex | None = None
 
 
 def dropped_since_opened(table: str) -> NotFound:
@@ -337,10 +339,13 @@ def stage_write(
     server_time: int | None,
     keyed_upto: np.ndarray | None,
     interner: StringInterner,
+    indexed: IndexedAhead | None = None,
 ) -> StagedWrite:
     """Check a parsed write against the table's state; nothing is changed. ``keyed_upto``:
     on a client-timed table with a primary key, the join of the times written so far (None
-    before the first write), which every update's time must be at or beyond."""
+    before the first write), which every update's time must be at or beyond. ``indexed``:
+    the write's rows indexed ahead (a load's), taken in place of ``pk_index`` where it
+    fits."""
     n = parsed.size
     if parsed.times is None:
         times = np.full((1, n), server_time if server_time is not None else 0, dtype=np.int64)
@@ -368,9 +373,15 @@ def stage_write(
     data, weights = parsed.data, parsed.weights
     changes = None
     upto = keyed_upto
+    if pk_index is None or not n or indexed is None:
+        indexed = None
+    elif not (
+        indexed.fits(data, pk_index) and (parsed.ops == WEIGHT).all() and (weights == 1).all()
+    ):
+        indexed = None  # the table was written since, or not every update is an insert
     if pk_index is not None and n and parsed.times is not None:
-        upto = _check_key_order(parsed, shape, times, keyed_upto)
-    if pk_index is not None and n:
+        upto = _check_key_order(parsed, shape, times, keyed_upto, indexed is not None)
+    if pk_index is not None and n and indexed is None:
         keyed = _apply_distinct_keys(parsed, shape, pk_index, times)
         if keyed is None:  # a key written twice, or an update refused: in order, one by one
             keyed = _apply_keys(parsed, shape, pk_index, times, interner)
@@ -382,11 +393,23 @@ def stage_write(
         np.ascontiguousarray(data), np.ascontiguousarray(times), np.ascontiguousarray(weights)
     )
     distinct = _distinct_times(times) if weights.shape[0] else []
-    return StagedWrite(batch, distinct, parsed.advance_to, changes, count_total(weights), upto)
+    return StagedWrite(
+        batch,
+        distinct,
+        parsed.advance_to,
+        changes,
+        count_total(weights),
+        upto,
+        indexed.index if indexed is not None else None,
+    )
 
 
 def _check_key_order(
-    parsed: ParsedWrite, shape: TableShape, times: np.ndarray, upto: np.ndarray | None
+    parsed: ParsedWrite,
+    shape: TableShape,
+    times: np.ndarray,
+    upto: np.ndarray | None,
+    distinct: bool = False,
 ) -> np.ndarray | None:
     """The join of ``upto`` and the write's times, once each update's time is at or beyond
     every time written by earlier writes (``upto``) and every time of its key earlier in
@@ -395,7 +418,8 @@ def _check_key_order(
     an earlier time would be checked against rows stored at later times. Within a write,
     updates of different keys do not touch each other's checks, so only each key's own
     come in order (a write of many keys at shuffled times is taken as it is). An update of
-    weight 0 changes nothing and writes no time."""
+    weight 0 changes nothing and writes no time. ``distinct``: the write holds each key once
+    (known already), so only ``upto`` is checked."""
     live = np.flatnonzero((parsed.ops != WEIGHT) | (parsed.weights != 0))  # weight 0: no time
     if live.shape[0] == 0:
         return upto
@@ -404,7 +428,7 @@ def _check_key_order(
     if upto is not None:
         early |= (times < upto.reshape(-1, 1)).any(axis=0)
     same = np.zeros(0, dtype=np.int64)  # each update's key, where a key comes again
-    if live.shape[0] > 1:
+    if live.shape[0] > 1 and not distinct:
         keys = parsed.data[list(shape.primary_key)][:, live]
         if not _distinct_keys(keys):
             same = np.unique(keys, axis=1, return_inverse=True)[1].reshape(-1)

@@ -7,6 +7,9 @@ makes no Python object per row, and a stored row costs its columns plus about 40
 dict of tuples this replaces held about 200 bytes a row of two columns, and built two tuples
 per row of every write).
 
+A load into a table with no rows builds its index off the engine thread
+(:meth:`KeyIndex.of_distinct`, carried as :class:`IndexedAhead`): the engine only swaps it in.
+
 Deleted slots stay as tombstones (probes go on past them; an insert may reuse one) until a
 rebuild, which packs the store, when the store is full. Every used or deleted slot names a
 row written to the store, and the table has at least twice as many slots as the store has
@@ -23,7 +26,7 @@ from numba import njit
 
 from engine.hashing import key_codes, mix64
 
-__all__ = ["KeyChanges", "KeyIndex"]
+__all__ = ["IndexedAhead", "KeyChanges", "KeyIndex"]
 
 _EMPTY = -1
 _GONE = -2  # a deleted slot
@@ -62,6 +65,15 @@ class KeyIndex:
     def __len__(self) -> int:
         return self.live
 
+    @classmethod
+    def of_distinct(cls, key_cols: Sequence[int], rows: np.ndarray) -> KeyIndex:
+        """An index holding ``rows`` (``(ncols, n)``, each key once), as if applied to an
+        empty one."""
+        index = cls(rows.shape[0], key_cols)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        index._pack(rows, _hashes(rows[index.key_cols]), rows.shape[1])
+        return index
+
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """The row number stored under each key of a ``(kk, n)`` block, -1 where absent."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
@@ -94,16 +106,39 @@ class KeyIndex:
         """Room for ``need`` keys: the live rows packed into a store of twice that, in a
         table of at least twice as many slots."""
         live = self.table[self.table >= 0]
+        self._pack(self.store[:, live], self.hashes[live], need)
+
+    def _pack(self, rows: np.ndarray, hashes: np.ndarray, need: int) -> None:
+        """``rows`` (distinct keys) and their ``hashes`` alone in the index, with room for
+        ``need`` keys."""
+        n = rows.shape[1]
         size = max(16, 2 * need)
-        store = np.zeros((self.store.shape[0], size), dtype=np.int64)
-        store[:, : live.shape[0]] = self.store[:, live]
-        hashes = np.zeros(size, dtype=np.int64)
-        hashes[: live.shape[0]] = self.hashes[live]
+        self.store = np.zeros((rows.shape[0], size), dtype=np.int64)
+        self.store[:, :n] = rows
+        self.hashes = np.zeros(size, dtype=np.int64)
+        self.hashes[:n] = hashes
         slots = 1 << (2 * size - 1).bit_length()
         self.table = np.full(slots, _EMPTY, dtype=np.int64)
-        _place(self.table, hashes, live.shape[0])
-        self.store, self.hashes = store, hashes
-        self.used = live.shape[0]
+        _place(self.table, self.hashes, n)
+        self.used = self.live = n
+
+
+@dataclass(frozen=True)
+class IndexedAhead:
+    """A write's rows (each key once) in an index of their own, built off the engine
+    thread: staging the write puts it in place of the table's index if that is still empty,
+    the write still holds the very same ``rows`` and inserts each of them."""
+
+    rows: np.ndarray
+    index: KeyIndex
+
+    @classmethod
+    def of(cls, key_cols: Sequence[int], rows: np.ndarray) -> IndexedAhead:
+        return cls(rows, KeyIndex.of_distinct(key_cols, rows))
+
+    def fits(self, rows: np.ndarray, now: KeyIndex) -> bool:
+        """Whether it was built of ``rows`` and may stand in for ``now``, which is empty."""
+        return rows is self.rows and len(now) == 0
 
 
 @njit(cache=True, nogil=True)

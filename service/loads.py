@@ -52,6 +52,7 @@ from engine.schema import encode
 from service.codec import decode_rows, time_from_wire, time_to_wire
 from service.errors import Conflict, Invalid, LoadError, NotFound, ServiceError, Unavailable
 from service.ingest import WEIGHT, ParsedWrite, TableShape
+from service.key_index import IndexedAhead
 from service.runtime import Runtime
 from service.spark import (
     LoadSpec,
@@ -441,10 +442,11 @@ class LoadManager:
             parsed = _parsed(data, np.ones(data.shape[1], dtype=np.int64), at)
             del data
             ahead = self._arranged_ahead(job, parsed)
+            indexed = self._indexed_ahead(job, parsed)
             self._enter_commit(job)
             cmd = _outcome(
                 self._runtime.submit(
-                    lambda: self._apply(job, lambda _: parsed, ahead), table=job.table
+                    lambda: self._apply(job, lambda _: parsed, ahead, indexed), table=job.table
                 )
             )
         else:
@@ -475,15 +477,27 @@ class LoadManager:
             return None
         return table.handle.arrange_ahead(table.arrangement.op, parsed.data, parsed.weights)
 
+    def _indexed_ahead(self, job: LoadJob, parsed: ParsedWrite) -> IndexedAhead | None:
+        """An append's rows (each key once: ``_check_keys``) indexed by primary key here,
+        when the table has no rows: filling the index of a big load held the engine for
+        seconds (the write swaps it in if the table still has none)."""
+        table = self._runtime.catalog.tables.get(job.table)
+        if table is None or table.shape is not job.shape or table.pk_index is None:
+            return None
+        if not parsed.size or len(table.pk_index):
+            return None
+        return IndexedAhead.of(job.shape.primary_key, parsed.data)
+
     def _apply(
         self,
         job: LoadJob,
         write: Callable[[TableState], ParsedWrite],
         ahead: ArrangedAhead | None = None,
+        indexed: IndexedAhead | None = None,
     ) -> WriteCommand:
         """Engine thread, after every earlier write was stepped: build the write against the
         table as it is now, accept it and step, so nothing can come in between (with the
-        rows arranged ``ahead``, if any)."""
+        rows arranged ``ahead`` and ``indexed`` by key, if any)."""
         runtime = self._runtime
         table = runtime.catalog.table(job.table)
         if table.shape is not job.shape:  # a table made since under the name is another
@@ -492,7 +506,9 @@ class LoadManager:
                 "under that name is another table); nothing was written",
                 {"table": job.table},
             )
-        cmd = WriteCommand(job.table, write(table), report_outputs=False, ahead=ahead)
+        cmd = WriteCommand(
+            job.table, write(table), report_outputs=False, ahead=ahead, indexed=indexed
+        )
         if runtime.accept_write(cmd):
             assert cmd.staged is not None
             # shown while it is stepped: a minute and more for millions of rows into a

@@ -618,6 +618,7 @@ class Runtime:
                 self.catalog.clock if server else None,
                 table.keyed_upto,
                 self.interner,
+                cmd.indexed,
             )
         except ServiceError as exc:
             cmd.reject(exc)
@@ -625,12 +626,14 @@ class Runtime:
         if len(staged.batch):
             ahead = cmd.ahead if cmd.ahead is not None and cmd.ahead.fits(staged.batch) else None
             table.handle.send(staged.batch, ahead)
-        cmd.ahead = None  # the input holds it until its step
+        cmd.ahead = cmd.indexed = None  # the input holds it until its step
         if staged.advance_to is not None:
             table.handle.advance_to(staged.advance_to)
         if server and staged.times:  # a write of no updates takes no time
             self.catalog.clock += 1
-        if table.pk_index is not None and staged.pk_changes is not None:
+        if staged.pk_index is not None:
+            table.pk_index = staged.pk_index
+        elif table.pk_index is not None and staged.pk_changes is not None:
             table.pk_index.apply(staged.pk_changes)
         table.keyed_upto = staged.keyed_upto
         table.rows += staged.rows_delta

@@ -23,6 +23,7 @@ import orjson
 from engine.operators import ArrangedAhead
 from service.codec import kept_json
 from service.ingest import ParsedWrite, StagedWrite, TableShape
+from service.key_index import IndexedAhead
 
 __all__ = ["CompletionStore", "Part", "Parts", "WriteCommand", "WriteState", "joined"]
 
@@ -79,6 +80,9 @@ class WriteCommand:
     # its rows arranged for the table's arrangement off the engine thread (a Spark load's
     # append): the step only inserts them, if the write still holds the very same arrays
     ahead: ArrangedAhead | None = None
+    # its rows indexed by primary key off the engine thread (a Spark load's append into a
+    # table with no rows): staging swaps the index in if the table still has none
+    indexed: IndexedAhead | None = None
 
     def reject(self, error: BaseException) -> None:
         self.state = WriteState.REJECTED

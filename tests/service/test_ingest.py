@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine import ColumnType, Schema, StringInterner
+from engine import Antichain, ColumnType, Schema, StringInterner
 from engine.schema import encode
-from service.codec import ColumnBuilder, check_value, checked_column
-from service.errors import Invalid
+from service.codec import ColumnBuilder, check_value, checked_column, count_total
+from service.errors import Conflict, Invalid
 from service.ingest import (
     DELETE,
     INSERT,
@@ -25,8 +25,9 @@ from service.ingest import (
     _apply_distinct_keys,
     _apply_keys,
     parse_write,
+    stage_write,
 )
-from service.key_index import KeyChanges, KeyIndex
+from service.key_index import IndexedAhead, KeyChanges, KeyIndex
 
 ANY_VALUE = st.one_of(
     st.sampled_from([float("inf"), -float("inf"), float("nan"), 2**63, -(2**63) - 1, True, 0]),
@@ -362,3 +363,81 @@ def test_a_null_float_says_a_nan_may_have_been_written_so() -> None:
     ):
         with pytest.raises(Invalid, match=r"got null \(a NaN or infinity"):
             check()
+
+
+@given(
+    stored=st.dictionaries(st.integers(0, 5), st.integers(0, 2), max_size=3),
+    loaded=st.dictionaries(st.integers(0, 5), st.integers(0, 2), min_size=1, max_size=6),
+    weight=st.sampled_from([1, 1, -1]),
+    client_timed=st.booleans(),
+    at=st.sampled_from([2, 4]),  # before or after the time the table's keys were written to
+)
+def test_rows_indexed_ahead_stand_in_for_an_empty_index_only(
+    stored: dict[int, int], loaded: dict[int, int], weight: int, client_timed: bool, at: int
+) -> None:
+    """A load's rows indexed off the engine thread (``IndexedAhead``): staged with them, a
+    write is what it is without them, and the index it leaves holds the same rows; they
+    replace the table's index only where that is empty and every update inserts."""
+    shape = TableShape("kv", KEYED.schema, (0,), "client" if client_timed else "server", 1)
+
+    def index() -> KeyIndex:
+        built = KeyIndex(2, [0])
+        rows = np.array([list(stored), list(stored.values())], dtype=np.int64).reshape(2, -1)
+        built.apply(KeyChanges(rows, np.ones(len(stored), dtype=bool)))
+        return built
+
+    def held(ix: KeyIndex) -> dict[int, int]:
+        found = ix.lookup(np.arange(6, dtype=np.int64).reshape(1, -1))
+        return {k: int(ix.rows(found[k : k + 1])[1, 0]) for k in range(6) if found[k] >= 0}
+
+    data = np.array([list(loaded), list(loaded.values())], dtype=np.int64).reshape(2, -1)
+    n = data.shape[1]
+    times = np.full((1, n), at, dtype=np.int64) if client_timed else None
+    parsed = ParsedWrite(np.full(n, WEIGHT), data, np.full(n, weight), times, None)
+    upto = np.array([3], dtype=np.int64) if client_timed else None
+
+    def stage(ahead: IndexedAhead | None) -> Any:
+        target = index()
+        try:
+            staged = stage_write(
+                parsed, shape, Antichain.minimum(1), target, 7, upto, StringInterner(), ahead
+            )
+        except (Invalid, Conflict) as exc:
+            return ("error", str(exc), exc.code), None, None
+        after = staged.pk_index if staged.pk_index is not None else target
+        if staged.pk_index is None and staged.pk_changes is not None:
+            after.apply(staged.pk_changes)
+        batch = staged.batch
+        plain = (batch.data.tolist(), batch.times.tolist(), batch.diffs.tolist(), staged.times)
+        return (
+            ("ok", plain, staged.rows_delta, staged.keyed_upto.tolist() if client_timed else None),
+            held(after),
+            staged.pk_index,
+        )
+
+    without, held_without, _ = stage(None)
+    ahead = IndexedAhead.of((0,), data)
+    with_ahead, held_with, swapped = stage(ahead)
+    assert with_ahead == without and held_with == held_without
+    late = client_timed and at == 2  # time_out_of_order, with or without
+    assert (swapped is ahead.index) == (not stored and weight == 1 and not late)
+    if weight == 1 and not late:  # the same rows in other arrays: indexed as they come
+        copied = ParsedWrite(parsed.ops, data.copy(), parsed.weights, times, None)
+        empty = KeyIndex(2, [0])
+        staged = stage_write(
+            copied, shape, Antichain.minimum(1), empty, 7, upto, StringInterner(), ahead
+        )
+        assert staged.pk_index is None and staged.pk_changes is not None
+
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@given(
+    st.lists(st.one_of(INT64, st.integers(-3, 3), st.sampled_from([2**62, -(2**62)]))),
+    st.integers(0, 3),
+)
+def test_a_count_total_is_exact_where_int64_wraps(values: list[int], copies: int) -> None:
+    """Both ways of summing (as they are, or in two halves where that could wrap)."""
+    diffs = np.array(values * (copies + 1), dtype=np.int64)
+    assert count_total(diffs) == sum(values) * (copies + 1)

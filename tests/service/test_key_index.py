@@ -33,8 +33,13 @@ def check(index: KeyIndex, model: dict[tuple[int, int], int]) -> None:
         assert row[:, 0].tolist() == [*key, v]
 
 
-def run(writes: list[list[tuple[int, int, int, bool]]]) -> None:
-    index, model = KeyIndex(3, [0, 1]), {}
+def run(
+    writes: list[list[tuple[int, int, int, bool]]],
+    index: KeyIndex | None = None,
+    model: dict[tuple[int, int], int] | None = None,
+) -> None:
+    index = index if index is not None else KeyIndex(3, [0, 1])
+    model = model if model is not None else {}
     for write in writes:
         rows = np.array([[a, b, v] for a, b, v, _ in write], dtype=np.int64).reshape(-1, 3).T
         alive = np.array([keep for *_, keep in write], dtype=bool)
@@ -59,6 +64,20 @@ def test_keys_whose_hashes_collide(writes: list[list[tuple[int, int, int, bool]]
     with pytest.MonkeyPatch.context() as m:  # every key in one probe chain
         m.setattr(key_index, "_hashes", lambda keys: np.full(keys.shape[1], 7, dtype=np.int64))
         run(writes)
+
+
+@given(WRITES)
+@settings(max_examples=100)
+def test_an_index_built_of_rows_answers_as_one_they_were_applied_to(
+    writes: list[list[tuple[int, int, int, bool]]],
+) -> None:
+    """``of_distinct`` (a load into a table with no rows), then more writes: the same
+    lookups as a dict, through tombstones and rebuilds."""
+    first = {(a, b): v for a, b, v, keep in writes[0] if keep}
+    rows = np.array([[*key, v] for key, v in first.items()], dtype=np.int64).reshape(-1, 3).T
+    index = KeyIndex.of_distinct([0, 1], rows)
+    check(index, first)
+    run(writes[1:], index, first)
 
 
 def test_many_keys_set_and_removed_in_turns() -> None:

@@ -361,6 +361,37 @@ def test_replace_on_a_primary_key_table_swaps_rows(
     assert as_multiset(done["outputs"][view]) == {key(k=2, v="c"): -1, key(k=2, v="z"): 1}
 
 
+def test_an_append_into_an_empty_keyed_table_keys_its_rows(
+    client: httpx.Client, data_dir: Path, name: str
+) -> None:
+    """The rows of a load into a table with no rows are indexed by key off the engine
+    thread and swapped in: later writes find every loaded key."""
+    make_table(client, name, [("k", "int"), ("v", "string")], primary_key=["k"])
+    view = f"{name}_v"
+    make_view(client, view, {"op": "table", "name": name})
+    path = parquet(data_dir, {"k": [1, 2, 3], "v": ["a", "b", "c"]})
+    status = load(client, name, {"source": {"path": path}})
+    assert status["state"] == "done" and status["rows"] == 3, status
+    done = write(client, name, {"updates": [{"upsert": {"k": 2, "v": "z"}}]})
+    assert as_multiset(done["outputs"][view]) == {key(k=2, v="b"): -1, key(k=2, v="z"): 1}
+    present = client.post(
+        f"/v1/tables/{name}/updates", json={"updates": [{"insert": {"k": 3, "v": "y"}}]}
+    )
+    assert_error(present, 422, "key_present")
+    write(client, name, {"updates": [{"delete": {"k": 1, "v": "a"}}]})
+    again = load(
+        client, name, {"source": {"path": parquet(data_dir, {"k": [4, 3], "v": ["d", "e"]})}}
+    )
+    assert again["state"] == "failed" and again["error"]["code"] == "key_present", again
+    status = load(
+        client, name, {"source": {"path": parquet(data_dir, {"k": [1, 4], "v": ["f", "g"]})}}
+    )
+    assert status["state"] == "done", status
+    assert row_counts(client, view) == {
+        key(k=1, v="f"): 1, key(k=2, v="z"): 1, key(k=3, v="c"): 1, key(k=4, v="g"): 1
+    }  # fmt: skip
+
+
 # -- loads that fail, leaving the table as it was ----------------------------------------------
 def test_missing_path_fails_and_changes_nothing(
     client: httpx.Client, data_dir: Path, name: str
