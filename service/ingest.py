@@ -34,7 +34,7 @@ from service.codec import (
     time_to_wire,
 )
 from service.errors import Conflict, Invalid, NotFound, TooLarge, member_path
-from service.key_index import IndexedAhead, KeyChanges, KeyIndex
+from service.key_index import KeyChanges, KeyIndex
 
 __all__ = ["ParsedWrite", "StagedWrite", "TableShape", "dropped_since_opened", "parse_write"]
 
@@ -339,13 +339,14 @@ def stage_write(
     server_time: int | None,
     keyed_upto: np.ndarray | None,
     interner: StringInterner,
-    indexed: IndexedAhead | None = None,
+    keys_after: KeyIndex | None = None,
 ) -> StagedWrite:
     """Check a parsed write against the table's state; nothing is changed. ``keyed_upto``:
     on a client-timed table with a primary key, the join of the times written so far (None
-    before the first write), which every update's time must be at or beyond. ``indexed``:
-    the write's rows indexed ahead (a load's), taken in place of ``pk_index`` where it
-    fits."""
+    before the first write), which every update's time must be at or beyond. ``keys_after``:
+    on a table with a primary key, the index the table has once the write is applied, built
+    by the write's maker (a load's, off the engine thread), which vouches for its keys: none
+    is checked, and the index stands in for ``pk_index``."""
     n = parsed.size
     if parsed.times is None:
         times = np.full((1, n), server_time if server_time is not None else 0, dtype=np.int64)
@@ -373,15 +374,10 @@ def stage_write(
     data, weights = parsed.data, parsed.weights
     changes = None
     upto = keyed_upto
-    if pk_index is None or not n or indexed is None:
-        indexed = None
-    elif not (
-        indexed.fits(data, pk_index) and (parsed.ops == WEIGHT).all() and (weights == 1).all()
-    ):
-        indexed = None  # the table was written since, or not every update is an insert
+    vouched = pk_index is not None and n > 0 and keys_after is not None
     if pk_index is not None and n and parsed.times is not None:
-        upto = _check_key_order(parsed, shape, times, keyed_upto, indexed is not None)
-    if pk_index is not None and n and indexed is None:
+        upto = _check_key_order(parsed, shape, times, keyed_upto, vouched)
+    if pk_index is not None and n and not vouched:
         keyed = _apply_distinct_keys(parsed, shape, pk_index, times)
         if keyed is None:  # a key written twice, or an update refused: in order, one by one
             keyed = _apply_keys(parsed, shape, pk_index, times, interner)
@@ -400,7 +396,7 @@ def stage_write(
         changes,
         count_total(weights),
         upto,
-        indexed.index if indexed is not None else None,
+        keys_after if vouched else None,
     )
 
 
@@ -409,7 +405,7 @@ def _check_key_order(
     shape: TableShape,
     times: np.ndarray,
     upto: np.ndarray | None,
-    distinct: bool = False,
+    vouched: bool = False,
 ) -> np.ndarray | None:
     """The join of ``upto`` and the write's times, once each update's time is at or beyond
     every time written by earlier writes (``upto``) and every time of its key earlier in
@@ -418,8 +414,8 @@ def _check_key_order(
     an earlier time would be checked against rows stored at later times. Within a write,
     updates of different keys do not touch each other's checks, so only each key's own
     come in order (a write of many keys at shuffled times is taken as it is). An update of
-    weight 0 changes nothing and writes no time. ``distinct``: the write holds each key once
-    (known already), so only ``upto`` is checked."""
+    weight 0 changes nothing and writes no time. ``vouched``: the write's maker checked its
+    keys (a load's: each key's updates at one time), so only ``upto`` is checked."""
     live = np.flatnonzero((parsed.ops != WEIGHT) | (parsed.weights != 0))  # weight 0: no time
     if live.shape[0] == 0:
         return upto
@@ -428,7 +424,7 @@ def _check_key_order(
     if upto is not None:
         early |= (times < upto.reshape(-1, 1)).any(axis=0)
     same = np.zeros(0, dtype=np.int64)  # each update's key, where a key comes again
-    if live.shape[0] > 1 and not distinct:
+    if live.shape[0] > 1 and not vouched:
         keys = parsed.data[list(shape.primary_key)][:, live]
         if not _distinct_keys(keys):
             same = np.unique(keys, axis=1, return_inverse=True)[1].reshape(-1)

@@ -7,8 +7,8 @@ makes no Python object per row, and a stored row costs its columns plus about 40
 dict of tuples this replaces held about 200 bytes a row of two columns, and built two tuples
 per row of every write).
 
-A load into a table with no rows builds its index off the engine thread
-(:meth:`KeyIndex.of_distinct`, carried as :class:`IndexedAhead`): the engine only swaps it in.
+A load builds the index the table will have after its write off the engine thread
+(:meth:`KeyIndex.of_distinct`): the engine only swaps it in.
 
 Deleted slots stay as tombstones (probes go on past them; an insert may reuse one) until a
 rebuild, which packs the store, when the store is full. Every used or deleted slot names a
@@ -26,7 +26,7 @@ from numba import njit
 
 from engine.hashing import key_codes, mix64
 
-__all__ = ["IndexedAhead", "KeyChanges", "KeyIndex"]
+__all__ = ["KeyChanges", "KeyIndex"]
 
 _EMPTY = -1
 _GONE = -2  # a deleted slot
@@ -67,8 +67,8 @@ class KeyIndex:
 
     @classmethod
     def of_distinct(cls, key_cols: Sequence[int], rows: np.ndarray) -> KeyIndex:
-        """An index holding ``rows`` (``(ncols, n)``, each key once), as if applied to an
-        empty one."""
+        """An index holding ``rows`` (``(ncols, n)``, each key once), as one applied to an
+        empty index holds them."""
         index = cls(rows.shape[0], key_cols)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         index._pack(rows, _hashes(rows[index.key_cols]), rows.shape[1])
@@ -121,24 +121,6 @@ class KeyIndex:
         self.table = np.full(slots, _EMPTY, dtype=np.int64)
         _place(self.table, self.hashes, n)
         self.used = self.live = n
-
-
-@dataclass(frozen=True)
-class IndexedAhead:
-    """A write's rows (each key once) in an index of their own, built off the engine
-    thread: staging the write puts it in place of the table's index if that is still empty,
-    the write still holds the very same ``rows`` and inserts each of them."""
-
-    rows: np.ndarray
-    index: KeyIndex
-
-    @classmethod
-    def of(cls, key_cols: Sequence[int], rows: np.ndarray) -> IndexedAhead:
-        return cls(rows, KeyIndex.of_distinct(key_cols, rows))
-
-    def fits(self, rows: np.ndarray, now: KeyIndex) -> bool:
-        """Whether it was built of ``rows`` and may stand in for ``now``, which is empty."""
-        return rows is self.rows and len(now) == 0
 
 
 @njit(cache=True, nogil=True)

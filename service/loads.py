@@ -52,7 +52,7 @@ from engine.schema import encode
 from service.codec import decode_rows, time_from_wire, time_to_wire
 from service.errors import Conflict, Invalid, LoadError, NotFound, ServiceError, Unavailable
 from service.ingest import WEIGHT, ParsedWrite, TableShape
-from service.key_index import IndexedAhead
+from service.key_index import KeyIndex
 from service.runtime import Runtime
 from service.spark import (
     LoadSpec,
@@ -74,6 +74,9 @@ MODES = ("append", "replace")
 _BODY_KEYS = ("source", "columns", "where", "mode", "time")
 _JOBS_KEPT = 10_000  # finished jobs remembered for GET /v1/loads/{id}
 _JOIN_S = 20.0  # how long shutdown waits for the workers
+# a load's write, built on the engine thread, and the table's primary-key index after it
+# where the load built that (``stage_write``'s ``keys_after``)
+Written = tuple[ParsedWrite, KeyIndex | None]
 
 
 class LoadState(Enum):
@@ -443,23 +446,31 @@ class LoadManager:
             del data
             ahead = self._arranged_ahead(job, parsed)
             indexed = self._indexed_ahead(job, parsed)
+
+            def append(table: TableState) -> Written:
+                # the rows alone are the table's keys after the write if it has none now
+                empty = table.pk_index is not None and not len(table.pk_index)
+                return parsed, indexed if empty else None
+
             self._enter_commit(job)
             cmd = _outcome(
-                self._runtime.submit(
-                    lambda: self._apply(job, lambda _: parsed, ahead, indexed), table=job.table
-                )
+                self._runtime.submit(lambda: self._apply(job, append, ahead), table=job.table)
             )
         else:
             flat = np.zeros((1, data.shape[1]), dtype=np.int64)
             new = consolidate(UpdateBatch(data, flat, np.ones(data.shape[1], dtype=np.int64)))
             del data, flat
+            keys = None
             if shape.primary_key:
                 _check_keys(new.data, new.diffs, shape, interner)
+                # the table's keys after the write: the source's rows, each key once (a
+                # write of their difference checked key by key took 20 s for 2M rows)
+                keys = KeyIndex.of_distinct(shape.primary_key, new.data)
 
-            def difference(table: TableState) -> ParsedWrite:
+            def difference(table: TableState) -> Written:
                 now = at if at is not None else (self._runtime.catalog.clock,)
                 diff = table_difference(table, np.asarray(now, dtype=np.int64).reshape(-1, 1), new)
-                return _parsed(diff.data, diff.diffs, at)
+                return _parsed(diff.data, diff.diffs, at), keys
 
             self._enter_commit(job)
             cmd = _outcome(
@@ -477,7 +488,7 @@ class LoadManager:
             return None
         return table.handle.arrange_ahead(table.arrangement.op, parsed.data, parsed.weights)
 
-    def _indexed_ahead(self, job: LoadJob, parsed: ParsedWrite) -> IndexedAhead | None:
+    def _indexed_ahead(self, job: LoadJob, parsed: ParsedWrite) -> KeyIndex | None:
         """An append's rows (each key once: ``_check_keys``) indexed by primary key here,
         when the table has no rows: filling the index of a big load held the engine for
         seconds (the write swaps it in if the table still has none)."""
@@ -486,18 +497,18 @@ class LoadManager:
             return None
         if not parsed.size or len(table.pk_index):
             return None
-        return IndexedAhead.of(job.shape.primary_key, parsed.data)
+        return KeyIndex.of_distinct(job.shape.primary_key, parsed.data)
 
     def _apply(
         self,
         job: LoadJob,
-        write: Callable[[TableState], ParsedWrite],
+        write: Callable[[TableState], Written],
         ahead: ArrangedAhead | None = None,
-        indexed: IndexedAhead | None = None,
     ) -> WriteCommand:
         """Engine thread, after every earlier write was stepped: build the write against the
-        table as it is now, accept it and step, so nothing can come in between (with the
-        rows arranged ``ahead`` and ``indexed`` by key, if any)."""
+        table as it is now (and, on a table with a primary key, perhaps the table's index
+        after it), accept it and step, so nothing can come in between (with the rows
+        arranged ``ahead``, if any)."""
         runtime = self._runtime
         table = runtime.catalog.table(job.table)
         if table.shape is not job.shape:  # a table made since under the name is another
@@ -506,8 +517,9 @@ class LoadManager:
                 "under that name is another table); nothing was written",
                 {"table": job.table},
             )
+        parsed, keys_after = write(table)
         cmd = WriteCommand(
-            job.table, write(table), report_outputs=False, ahead=ahead, indexed=indexed
+            job.table, parsed, report_outputs=False, ahead=ahead, keys_after=keys_after
         )
         if runtime.accept_write(cmd):
             assert cmd.staged is not None

@@ -618,7 +618,7 @@ class Runtime:
                 self.catalog.clock if server else None,
                 table.keyed_upto,
                 self.interner,
-                cmd.indexed,
+                cmd.keys_after,
             )
         except ServiceError as exc:
             cmd.reject(exc)
@@ -626,7 +626,7 @@ class Runtime:
         if len(staged.batch):
             ahead = cmd.ahead if cmd.ahead is not None and cmd.ahead.fits(staged.batch) else None
             table.handle.send(staged.batch, ahead)
-        cmd.ahead = cmd.indexed = None  # the input holds it until its step
+        cmd.ahead = cmd.keys_after = None  # the input holds it until its step
         if staged.advance_to is not None:
             table.handle.advance_to(staged.advance_to)
         if server and staged.times:  # a write of no updates takes no time

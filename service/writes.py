@@ -23,7 +23,7 @@ import orjson
 from engine.operators import ArrangedAhead
 from service.codec import kept_json
 from service.ingest import ParsedWrite, StagedWrite, TableShape
-from service.key_index import IndexedAhead
+from service.key_index import KeyIndex
 
 __all__ = ["CompletionStore", "Part", "Parts", "WriteCommand", "WriteState", "joined"]
 
@@ -80,9 +80,9 @@ class WriteCommand:
     # its rows arranged for the table's arrangement off the engine thread (a Spark load's
     # append): the step only inserts them, if the write still holds the very same arrays
     ahead: ArrangedAhead | None = None
-    # its rows indexed by primary key off the engine thread (a Spark load's append into a
-    # table with no rows): staging swaps the index in if the table still has none
-    indexed: IndexedAhead | None = None
+    # the table's primary-key index once the write is applied, built off the engine thread
+    # by a Spark load, which vouches for the write's keys (``stage_write``'s ``keys_after``)
+    keys_after: KeyIndex | None = None
 
     def reject(self, error: BaseException) -> None:
         self.state = WriteState.REJECTED

@@ -27,7 +27,7 @@ from service.ingest import (
     parse_write,
     stage_write,
 )
-from service.key_index import IndexedAhead, KeyChanges, KeyIndex
+from service.key_index import KeyChanges, KeyIndex
 
 ANY_VALUE = st.one_of(
     st.sampled_from([float("inf"), -float("inf"), float("nan"), 2**63, -(2**63) - 1, True, 0]),
@@ -366,68 +366,64 @@ def test_a_null_float_says_a_nan_may_have_been_written_so() -> None:
 
 
 @given(
-    stored=st.dictionaries(st.integers(0, 5), st.integers(0, 2), max_size=3),
-    loaded=st.dictionaries(st.integers(0, 5), st.integers(0, 2), min_size=1, max_size=6),
-    weight=st.sampled_from([1, 1, -1]),
+    stored=st.dictionaries(st.integers(0, 5), st.integers(0, 2), max_size=6),
+    source=st.dictionaries(st.integers(0, 5), st.integers(0, 2), max_size=6),
     client_timed=st.booleans(),
     at=st.sampled_from([2, 4]),  # before or after the time the table's keys were written to
 )
-def test_rows_indexed_ahead_stand_in_for_an_empty_index_only(
-    stored: dict[int, int], loaded: dict[int, int], weight: int, client_timed: bool, at: int
+def test_a_write_whose_keys_a_load_vouches_for_is_staged_as_checked(
+    stored: dict[int, int], source: dict[int, int], client_timed: bool, at: int
 ) -> None:
-    """A load's rows indexed off the engine thread (``IndexedAhead``): staged with them, a
-    write is what it is without them, and the index it leaves holds the same rows; they
-    replace the table's index only where that is empty and every update inserts."""
+    """A load's write (an append into a table with no rows, or a replace's difference) with
+    the index it leaves built off the engine thread (``keys_after``): staged as it is when
+    its keys are checked, or refused alike (the time order is still checked), and the index
+    it leaves holds the same rows."""
     shape = TableShape("kv", KEYED.schema, (0,), "client" if client_timed else "server", 1)
 
-    def index() -> KeyIndex:
+    def index(rows: dict[int, int]) -> KeyIndex:
         built = KeyIndex(2, [0])
-        rows = np.array([list(stored), list(stored.values())], dtype=np.int64).reshape(2, -1)
-        built.apply(KeyChanges(rows, np.ones(len(stored), dtype=bool)))
+        data = np.array([list(rows), list(rows.values())], dtype=np.int64).reshape(2, -1)
+        built.apply(KeyChanges(data, np.ones(len(rows), dtype=bool)))
         return built
 
     def held(ix: KeyIndex) -> dict[int, int]:
         found = ix.lookup(np.arange(6, dtype=np.int64).reshape(1, -1))
         return {k: int(ix.rows(found[k : k + 1])[1, 0]) for k in range(6) if found[k] >= 0}
 
-    data = np.array([list(loaded), list(loaded.values())], dtype=np.int64).reshape(2, -1)
-    n = data.shape[1]
+    # the replace's difference, retractions first: what ``table_difference`` writes
+    gone = [(k, v, -1) for k, v in stored.items() if source.get(k) != v]
+    came = [(k, v, 1) for k, v in source.items() if stored.get(k) != v]
+    updates = np.array(gone + came, dtype=np.int64).reshape(-1, 3).T
+    n = updates.shape[1]
     times = np.full((1, n), at, dtype=np.int64) if client_timed else None
-    parsed = ParsedWrite(np.full(n, WEIGHT), data, np.full(n, weight), times, None)
+    parsed = ParsedWrite(np.full(n, WEIGHT), updates[:2], updates[2], times, None)
     upto = np.array([3], dtype=np.int64) if client_timed else None
 
-    def stage(ahead: IndexedAhead | None) -> Any:
-        target = index()
+    def stage(keys_after: KeyIndex | None) -> Any:
+        target = index(stored)
         try:
             staged = stage_write(
-                parsed, shape, Antichain.minimum(1), target, 7, upto, StringInterner(), ahead
+                parsed, shape, Antichain.minimum(1), target, 7, upto, StringInterner(), keys_after
             )
         except (Invalid, Conflict) as exc:
             return ("error", str(exc), exc.code), None, None
-        after = staged.pk_index if staged.pk_index is not None else target
         if staged.pk_index is None and staged.pk_changes is not None:
-            after.apply(staged.pk_changes)
+            target.apply(staged.pk_changes)
+        after = staged.pk_index if staged.pk_index is not None else target
         batch = staged.batch
         plain = (batch.data.tolist(), batch.times.tolist(), batch.diffs.tolist(), staged.times)
-        return (
-            ("ok", plain, staged.rows_delta, staged.keyed_upto.tolist() if client_timed else None),
-            held(after),
-            staged.pk_index,
-        )
+        upto_after = staged.keyed_upto.tolist() if client_timed else None
+        return ("ok", plain, staged.rows_delta, upto_after), held(after), staged.pk_index
 
-    without, held_without, _ = stage(None)
-    ahead = IndexedAhead.of((0,), data)
-    with_ahead, held_with, swapped = stage(ahead)
-    assert with_ahead == without and held_with == held_without
-    late = client_timed and at == 2  # time_out_of_order, with or without
-    assert (swapped is ahead.index) == (not stored and weight == 1 and not late)
-    if weight == 1 and not late:  # the same rows in other arrays: indexed as they come
-        copied = ParsedWrite(parsed.ops, data.copy(), parsed.weights, times, None)
-        empty = KeyIndex(2, [0])
-        staged = stage_write(
-            copied, shape, Antichain.minimum(1), empty, 7, upto, StringInterner(), ahead
-        )
-        assert staged.pk_index is None and staged.pk_changes is not None
+    checked, held_checked, _ = stage(None)
+    keys = KeyIndex.of_distinct((0,), np.array([list(source), list(source.values())]))
+    vouched, held_vouched, swapped = stage(keys)
+    assert vouched == checked and held_vouched == held_checked
+    late = client_timed and at == 2 and n > 0  # time_out_of_order either way
+    assert checked[0] == ("error" if late else "ok")
+    assert (swapped is keys) == (n > 0 and not late)
+    if not late:
+        assert held_checked == source
 
 
 INT64 = st.integers(-(2**63), 2**63 - 1)

@@ -359,6 +359,16 @@ def test_replace_on_a_primary_key_table_swaps_rows(
     # the key index follows: upserting key 2 retracts the loaded row
     done = write(client, name, {"updates": [{"upsert": {"k": 2, "v": "z"}}]})
     assert as_multiset(done["outputs"][view]) == {key(k=2, v="c"): -1, key(k=2, v="z"): 1}
+    # and after a replace that removes keys: those are absent, the one kept present
+    status = load(client, name, {"source": {"path": parquet(data_dir, {"k": [3], "v": ["d"]})},
+                                 "mode": "replace"})  # fmt: skip
+    assert status["state"] == "done" and status["updates"] == 2, status
+    write(client, name, {"updates": [{"insert": {"k": 1, "v": "n"}}]})
+    present = client.post(
+        f"/v1/tables/{name}/updates", json={"updates": [{"insert": {"k": 3, "v": "e"}}]}
+    )
+    assert_error(present, 422, "key_present")
+    assert row_counts(client, view) == {key(k=1, v="n"): 1, key(k=3, v="d"): 1}
 
 
 def test_an_append_into_an_empty_keyed_table_keys_its_rows(
